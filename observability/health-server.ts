@@ -1,0 +1,118 @@
+// The health port: /healthz, /readyz (and the deprecated /ready), /metrics, plus routes that other
+// components register (the DNS explainer under /debug). Readiness follows the Go agent
+// (cmd/agent/app/server.go): 503 with every check listed when one fails, `ok` or the verbose list
+// on success.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import type { Logger } from './log.js';
+
+export interface ReadinessCheck {
+  name: string;
+  /** Undefined when healthy, else why not. */
+  check(): string | undefined;
+}
+
+export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => void | Promise<void>;
+
+/** Decides whether a request may reach a protected route; answers it itself when not. */
+export type Guard = (req: http.IncomingMessage, res: http.ServerResponse) => Promise<boolean>;
+
+export interface HealthServerOptions {
+  host: string;
+  port: number;
+  registry: Registry;
+  log: Logger;
+}
+
+export const ping: ReadinessCheck = { name: 'ping', check: () => undefined };
+
+export class HealthServer {
+  private readonly checks: ReadinessCheck[] = [ping];
+  private readonly routes = new Map<string, { handler: RouteHandler; guard?: Guard }>();
+  private readonly server: http.Server;
+  private metricsGuard?: Guard;
+
+  constructor(private readonly opts: HealthServerOptions) {
+    this.server = http.createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        opts.log.error({ err, url: req.url }, 'health server handler failed');
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+        res.end('internal error\n');
+      });
+    });
+  }
+
+  addCheck(check: ReadinessCheck): void {
+    this.checks.push(check);
+  }
+
+  /** Serves `path` (exact match) with `handler`; `guard` protects it (e.g. delegated auth). */
+  addRoute(path: string, handler: RouteHandler, guard?: Guard): void {
+    this.routes.set(path, { handler, guard });
+  }
+
+  protectMetrics(guard: Guard): void {
+    this.metricsGuard = guard;
+  }
+
+  readiness(verbose: boolean): { status: number; body: string } {
+    let out = '';
+    let failed = false;
+    for (const c of this.checks) {
+      const problem = c.check();
+      if (problem === undefined) out += `[+]${c.name} ok\n`;
+      else {
+        out += `[-]${c.name} failed: ${problem}\n`;
+        failed = true;
+      }
+    }
+    if (failed) return { status: 503, body: out };
+    return verbose ? { status: 200, body: `${out}check passed\n` } : { status: 200, body: 'ok' };
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://health');
+    switch (url.pathname) {
+      case '/healthz':
+        res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end('ok');
+        return;
+      case '/ready':
+      case '/readyz': {
+        const { status, body } = this.readiness(url.searchParams.has('verbose'));
+        if (status !== 200) this.opts.log.info({ readiness: body }, 'readiness check failed');
+        res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(body);
+        return;
+      }
+      case '/metrics': {
+        if (this.metricsGuard && !(await this.metricsGuard(req, res))) return;
+        const body = await this.opts.registry.metrics();
+        res.writeHead(200, { 'content-type': this.opts.registry.contentType }).end(body);
+        return;
+      }
+    }
+    const route = this.routes.get(url.pathname);
+    if (!route) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found\n');
+      return;
+    }
+    if (route.guard && !(await route.guard(req, res))) return;
+    await route.handler(req, res, url);
+  }
+
+  async listen(): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.opts.port, this.opts.host || undefined, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
