@@ -1,0 +1,26 @@
+// "host:port" as konnectivity carries it in DialRequest.address (Go's net.SplitHostPort rules).
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/** Splits `host:port`, `[v6]:port`; returns an error text worded like Go's when malformed. */
+export function splitHostPort(address: string): HostPort | string {
+  let host: string;
+  let portText: string;
+  if (address.startsWith('[')) {
+    const end = address.indexOf(']');
+    if (end === -1) return `address ${address}: missing ']' in address`;
+    host = address.slice(1, end);
+    if (address[end + 1] !== ':') return `address ${address}: missing port in address`;
+    portText = address.slice(end + 2);
+  } else {
+    const colon = address.lastIndexOf(':');
+    if (colon === -1) return `address ${address}: missing port in address`;
+    host = address.slice(0, colon);
+    if (host.includes(':')) return `address ${address}: too many colons in address`;
+    portText = address.slice(colon + 1);
+  }
+  if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) return `address ${address}: invalid port`;
+  return { host, port: Number(portText) };
+}

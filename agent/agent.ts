@@ -1,0 +1,76 @@
+// Wires the agent together: metrics, the set of server streams, the dialer, and readiness.
+// What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
+import { randomUUID } from 'node:crypto';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import type { Logger } from '../observability/log.js';
+import type { ReadinessCheck } from '../observability/health-server.js';
+import { ClientSet } from './clientset.js';
+import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
+import { AgentMetrics } from './metrics.js';
+import type { AgentOptions } from './options.js';
+
+export interface AgentDeps {
+  log: Logger;
+  registry?: Registry;
+  /** Resolves dial host names (default: the system resolver). */
+  resolve?: HostResolver;
+  /** Refuses dial addresses before any connection attempt. */
+  authorize?: DialAuthorizer;
+  /** Identifiers to register on top of --agent-identifiers (e.g. derived from the DNS rules). */
+  identifiers?: string;
+}
+
+export class Agent {
+  readonly agentID: string;
+  readonly registry: Registry;
+  readonly metrics: AgentMetrics;
+  readonly clients: ClientSet;
+
+  constructor(readonly options: AgentOptions, targets: string[], deps: AgentDeps) {
+    this.agentID = options.agentID || randomUUID();
+    this.registry = deps.registry ?? new Registry();
+    this.metrics = new AgentMetrics(this.registry);
+    this.clients = new ClientSet({
+      targets,
+      credentials: options,
+      agentID: this.agentID,
+      identifiers: deps.identifiers ?? options.agentIdentifiers,
+      syncIntervalMs: options.syncInterval,
+      syncIntervalCapMs: options.syncIntervalCap,
+      probeIntervalMs: options.probeInterval,
+      syncForever: options.syncForever,
+      keepaliveMs: options.keepaliveTime,
+      drainTimeoutMs: options.drainTimeout,
+      maxBuffer: options.maxConnectionBuffer,
+      dial: (address, signal) => dialTcp(address, { timeoutMs: options.dialTimeout, signal, resolve: deps.resolve, authorize: deps.authorize }),
+      metrics: this.metrics,
+      log: deps.log,
+    });
+  }
+
+  static withProcessMetrics(registry: Registry): Registry {
+    collectDefaultMetrics({ register: registry });
+    return registry;
+  }
+
+  /** The Go agent's `server-connected` check; red while draining so no new traffic is sent here. */
+  readonly readiness: ReadinessCheck = {
+    name: 'server-connected',
+    check: () => {
+      if (this.clients.isDraining) return 'agent is draining';
+      return this.clients.healthyCount > 0 ? undefined : 'no servers connected';
+    },
+  };
+
+  start(): void {
+    this.clients.start();
+  }
+
+  drain(timeoutMs: number): Promise<void> {
+    return this.clients.drain(timeoutMs);
+  }
+
+  stop(): void {
+    this.clients.stop();
+  }
+}

@@ -1,0 +1,111 @@
+// Dials a target for a DIAL_REQ: resolve, authorize, connect, within a timeout and cancellable
+// (DIAL_CLS). Errors read like Go's net errors, which is what hub clients of the Go agent see.
+import { promises as dnsPromises } from 'node:dns';
+import net from 'node:net';
+import { splitHostPort } from './address.js';
+
+/** Resolves a host name to addresses (IP literals never reach it). */
+export type HostResolver = (host: string) => Promise<string[]>;
+
+/** Returns why `address` (an IP) may not be dialled for `host`, or undefined when it may. */
+export type DialAuthorizer = (host: string, address: string) => string | undefined;
+
+export interface DialOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  resolve?: HostResolver;
+  authorize?: DialAuthorizer;
+}
+
+export class DialError extends Error {
+  constructor(message: string, readonly reason: 'timeout' | 'refused' | 'unresolvable' | 'denied' | 'cancelled' | 'unknown') {
+    super(message);
+  }
+}
+
+export const systemResolver: HostResolver = async (host) => (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+export async function dialTcp(address: string, opts: DialOptions): Promise<net.Socket> {
+  const target = splitHostPort(address);
+  if (typeof target === 'string') throw new DialError(`dial tcp ${target}`, 'unknown');
+  const deadline = Date.now() + opts.timeoutMs;
+  let candidates: string[];
+  if (net.isIP(target.host)) candidates = [target.host];
+  else {
+    try {
+      candidates = await withDeadline((opts.resolve ?? systemResolver)(target.host), deadline, opts.signal);
+    } catch (err) {
+      if (err instanceof DialError) throw err;
+      throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
+    }
+    if (candidates.length === 0) throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
+  }
+  for (const ip of candidates) {
+    const denied = opts.authorize?.(target.host, ip);
+    if (denied) throw new DialError(`dial tcp ${address}: ${denied}`, 'denied');
+  }
+  let lastError: DialError | undefined;
+  for (const ip of candidates) {
+    try {
+      return await connect(ip, target.port, address, deadline, opts.signal);
+    } catch (err) {
+      lastError = err as DialError;
+      if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
+    }
+  }
+  throw lastError!;
+}
+
+function connect(ip: string, port: number, address: string, deadline: number, signal?: AbortSignal): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+    const socket = net.connect({ host: ip, port, noDelay: true });
+    const fail = (err: DialError) => {
+      cleanup();
+      socket.destroy();
+      reject(err);
+    };
+    const onError = (err: NodeJS.ErrnoException) => fail(new DialError(`dial tcp ${net.isIPv6(ip) ? `[${ip}]` : ip}:${port}: connect: ${describe(err)}`, err.code === 'ECONNREFUSED' ? 'refused' : 'unknown'));
+    const onAbort = () => fail(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+    const timer = setTimeout(() => fail(new DialError(`dial tcp ${address}: i/o timeout`, 'timeout')), Math.max(0, deadline - Date.now()));
+    const cleanup = () => {
+      clearTimeout(timer);
+      socket.off('error', onError);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    socket.once('error', onError);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    socket.once('connect', () => {
+      cleanup();
+      resolve(socket);
+    });
+  });
+}
+
+function withDeadline<T>(work: Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new DialError('dial tcp: i/o timeout (resolving)', 'timeout')), Math.max(0, deadline - Date.now()));
+    const onAbort = () => reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    });
+  });
+}
+
+/** Go-style wording for the common errno codes. */
+function describe(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'EHOSTUNREACH':
+      return 'no route to host';
+    case 'ENETUNREACH':
+      return 'network is unreachable';
+    case 'ECONNRESET':
+      return 'connection reset by peer';
+    default:
+      return err.message;
+  }
+}

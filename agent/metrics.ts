@@ -1,0 +1,53 @@
+// Every agent metric in one place. Names under konnectivity_network_proxy_agent_* keep the Go
+// agent's meaning (pkg/agent/metrics/metrics.go), so existing dashboards keep working; what the Go
+// agent has no metric for is under spoke_agent_*.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { packetTypeName, PacketType } from '../proto/packets.js';
+
+const goPrefix = 'konnectivity_network_proxy_agent_';
+const latencyBuckets = [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30];
+
+export type Segment = 'from_agent' | 'to_agent';
+
+export class AgentMetrics {
+  readonly dialDuration: Histogram;
+  readonly dialFailures: Counter<'reason'>;
+  readonly openServerConnections: Gauge;
+  readonly knownServerCount: Gauge;
+  readonly openEndpointConnections: Gauge;
+  readonly streamPackets: Counter<'segment' | 'packet_type'>;
+  readonly streamErrors: Counter<'segment' | 'code' | 'packet_type'>;
+  readonly rejectedPackets: Counter<'reason'>;
+  readonly dialCancellations: Counter;
+  readonly serverConnectAttempts: Counter<'result'>;
+  readonly drains: Counter;
+  readonly bufferHighWater: Histogram;
+  readonly bufferOverflows: Counter;
+  readonly bytes: Counter<'direction'>;
+  /** Pre-bound children: the packet counters sit on the data path. */
+  private readonly packetChildren: Record<Segment, Counter.Internal[]>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.dialDuration = new Histogram({ name: `${goPrefix}dial_duration_seconds`, help: 'Latency of dial to the remote endpoint in seconds', buckets: latencyBuckets, registers });
+    this.dialFailures = new Counter({ name: `${goPrefix}endpoint_dial_failure_total`, help: 'Number of failures dialing the remote endpoint, by reason (timeout, refused, unresolvable, denied, unknown).', labelNames: ['reason'], registers });
+    this.openServerConnections = new Gauge({ name: `${goPrefix}open_server_connections`, help: 'Current number of open server connections.', registers });
+    this.knownServerCount = new Gauge({ name: `${goPrefix}known_server_count`, help: 'Current number of servers agent is trying to connect to.', registers });
+    this.openEndpointConnections = new Gauge({ name: `${goPrefix}open_endpoint_connections`, help: 'Current number of open endpoint connections.', registers });
+    this.streamPackets = new Counter({ name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers });
+    this.streamErrors = new Counter({ name: `${goPrefix}stream_errors_total`, help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.', labelNames: ['segment', 'code', 'packet_type'], registers });
+    this.rejectedPackets = new Counter({ name: 'spoke_agent_rejected_packets_total', help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial).', labelNames: ['reason'], registers });
+    this.dialCancellations = new Counter({ name: 'spoke_agent_dial_cancellations_total', help: 'Pending dials cancelled by DIAL_CLS before they completed.', registers });
+    this.serverConnectAttempts = new Counter({ name: 'spoke_agent_server_connect_attempts_total', help: 'Attempts to open a stream to a proxy-server, by result (connected, duplicate, failed).', labelNames: ['result'], registers });
+    this.drains = new Counter({ name: 'spoke_agent_drains_sent_total', help: 'DRAIN packets sent to proxy-servers.', registers });
+    this.bufferHighWater = new Histogram({ name: 'spoke_agent_connection_buffer_high_water_bytes', help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.', buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20], registers });
+    this.bufferOverflows = new Counter({ name: 'spoke_agent_connection_buffer_overflows_total', help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.', registers });
+    this.bytes = new Counter({ name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers });
+    const children = (segment: Segment) => Object.values(PacketType).filter((v): v is number => typeof v === 'number').map((t) => this.streamPackets.labels(segment, packetTypeName(t)));
+    this.packetChildren = { from_agent: children('from_agent'), to_agent: children('to_agent') };
+  }
+
+  observePacket(segment: Segment, type: number): void {
+    (this.packetChildren[segment][type] ?? this.streamPackets.labels(segment, packetTypeName(type))).inc();
+  }
+}

@@ -1,0 +1,160 @@
+// The packet state machine of one server stream: pending dials by `random`, established
+// connections by `connectID`, and what each packet from the server does to them. It knows
+// nothing of gRPC or sockets beyond a PacketSink and a dial function, so it is tested directly.
+import type { Duplex } from 'node:stream';
+import { PacketType, packetTypeName, type Packet } from '../proto/packets.js';
+import type { Logger } from '../observability/log.js';
+import { DialError } from './dialer.js';
+import { EndpointConnection, type PacketSink } from './endpoint-connection.js';
+import type { AgentMetrics } from './metrics.js';
+
+export type Dial = (address: string, signal: AbortSignal) => Promise<Duplex>;
+
+export interface TunnelOptions {
+  sink: PacketSink;
+  dial: Dial;
+  maxBuffer: number;
+  lingerMs?: number;
+  metrics: AgentMetrics;
+  log: Logger;
+}
+
+/** A packet the codec could not decode; the stream survives it. */
+export interface MalformedPacket {
+  malformed: string;
+}
+
+export class Tunnel {
+  private nextConnectID = 1;
+  private readonly pending = new Map<string, AbortController>();
+  private readonly connections = new Map<string, EndpointConnection>();
+  private readonly idleWaiters: Array<() => void> = [];
+
+  constructor(private readonly opts: TunnelOptions) {}
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  get pendingDialCount(): number {
+    return this.pending.size;
+  }
+
+  handle(packet: Packet | MalformedPacket): void {
+    if ('malformed' in packet) return this.reject('malformed', { error: packet.malformed }, 'malformed packet from server');
+    this.opts.metrics.observePacket('to_agent', packet.type);
+    switch (packet.type) {
+      case PacketType.DIAL_REQ:
+        if (!packet.dialRequest) return this.reject('malformed', { type: 'DIAL_REQ' }, 'packet without its payload');
+        return this.dial(packet.dialRequest.random, packet.dialRequest.address, packet.dialRequest.protocol);
+      case PacketType.DATA: {
+        if (!packet.data) return this.reject('malformed', { type: 'DATA' }, 'packet without its payload');
+        const conn = this.connections.get(packet.data.connectID);
+        if (conn) return conn.write(packet.data.data);
+        this.reject('unknown_connect_id', { connectID: packet.data.connectID, type: 'DATA' }, 'DATA for an unknown connectID');
+        this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.data.connectID, error: 'unrecognized connectID' } });
+        return;
+      }
+      case PacketType.CLOSE_REQ: {
+        if (!packet.closeRequest) return this.reject('malformed', { type: 'CLOSE_REQ' }, 'packet without its payload');
+        const conn = this.connections.get(packet.closeRequest.connectID);
+        if (conn) return conn.closeFromHub();
+        this.reject('unknown_connect_id', { connectID: packet.closeRequest.connectID, type: 'CLOSE_REQ' }, 'CLOSE_REQ for an unknown connectID');
+        this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.closeRequest.connectID, error: 'Unknown connectID' } });
+        return;
+      }
+      case PacketType.DIAL_CLS: {
+        // The Go agent ignores DIAL_CLS and so leaks the dial; we cancel it. If the dial already
+        // completed, the server answers our DIAL_RSP with CLOSE_REQ, which closes it.
+        const random = packet.closeDial?.random ?? '';
+        const abort = this.pending.get(random);
+        if (!abort) return this.reject('unknown_dial', { random }, 'DIAL_CLS for a dial that is not pending');
+        this.pending.delete(random);
+        abort.abort();
+        this.opts.metrics.dialCancellations.inc();
+        this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
+        this.notifyIfIdle();
+        return;
+      }
+      default:
+        return this.reject('unexpected_type', { type: packetTypeName(packet.type) }, 'unexpected packet type from server');
+    }
+  }
+
+  private dial(random: string, address: string, protocol: string): void {
+    if (protocol !== 'tcp') {
+      this.opts.metrics.dialFailures.inc({ reason: 'unknown' });
+      this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: `dial ${protocol} ${address}: unsupported protocol (only tcp)` } });
+      return;
+    }
+    if (this.pending.has(random)) return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
+    const abort = new AbortController();
+    this.pending.set(random, abort);
+    const started = performance.now();
+    this.opts.dial(address, abort.signal).then(
+      (socket) => {
+        if (this.pending.get(random) !== abort) {
+          // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
+          socket.destroy();
+          return;
+        }
+        this.pending.delete(random);
+        this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
+        const connectID = String(this.nextConnectID++);
+        const conn = new EndpointConnection(connectID, socket, this.opts.sink, {
+          maxBuffer: this.opts.maxBuffer,
+          lingerMs: this.opts.lingerMs ?? 10_000,
+          metrics: this.opts.metrics,
+          log: this.opts.log,
+          onClosed: (c) => this.forget(c),
+        });
+        this.connections.set(connectID, conn);
+        this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
+        conn.start();
+        this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
+      },
+      (err: unknown) => {
+        if (this.pending.get(random) !== abort) return;
+        this.pending.delete(random);
+        const reason = err instanceof DialError ? err.reason : 'unknown';
+        this.opts.metrics.dialFailures.inc({ reason });
+        const message = err instanceof Error ? err.message : String(err);
+        this.opts.log.info({ random, address, error: message }, 'dial failed');
+        this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });
+        this.notifyIfIdle();
+      },
+    );
+  }
+
+  /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
+  abortAll(): void {
+    for (const abort of this.pending.values()) abort.abort();
+    this.pending.clear();
+    for (const conn of [...this.connections.values()]) conn.abort();
+  }
+
+  /** Resolves once no dial is pending and no connection is open (for a graceful drain). */
+  idle(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private isIdle(): boolean {
+    return this.pending.size === 0 && this.connections.size === 0;
+  }
+
+  private forget(conn: EndpointConnection): void {
+    this.connections.delete(conn.connectID);
+    this.notifyIfIdle();
+  }
+
+  private notifyIfIdle(): void {
+    if (!this.isIdle()) return;
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private reject(reason: string, details: Record<string, unknown>, message: string): void {
+    this.opts.metrics.rejectedPackets.inc({ reason });
+    this.opts.log.warn({ ...details, reason }, message);
+  }
+}
