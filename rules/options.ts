@@ -1,0 +1,35 @@
+// Flags that decide the names served: the cluster's identity and the rules. Shared by the agent and
+// `spoke-agent dns`.
+import { readFileSync } from 'node:fs';
+import { list, str, type Values } from '../cmd/flags.js';
+import { normalizeName } from './naming.js';
+import type { Result } from './rule-file.js';
+import { parseRules, type RuleSet, type ServiceRef } from './rule-set.js';
+
+export const ruleFlags = {
+  clusterName: str('cluster-name', '', 'Name of this cluster on the hub; when set, the DNS server runs and serves <cluster>, <cluster>.<agent-namespace> and <service>.<namespace>.<cluster>'),
+  agentNamespace: str('agent-namespace', '', 'Namespace the agent runs in, for the <cluster>.<agent-namespace> name', { env: 'POD_NAMESPACE', defaultText: '$POD_NAMESPACE' }),
+  clusterDomain: str('cluster-domain', 'cluster.local', "The cluster's DNS domain: <service>.<namespace>.<cluster> answers as <service>.<namespace>.svc.<cluster-domain>"),
+  expose: list('expose', [], 'Services to serve, NAMESPACE/SERVICE or NAMESPACE/* (repeatable, comma-separated)'),
+  rulesFile: str('rules-file', '', 'YAML or JSON file with more rules: "expose" (as --expose) and "static" names with an IP or FQDN target'),
+};
+
+export type RuleFlagValues = Values<typeof ruleFlags>;
+
+/** The rules the flags describe (reading --rules-file), or every problem found, each naming its rule. */
+export function rulesFromFlags(values: RuleFlagValues, services?: readonly ServiceRef[], readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Result<RuleSet> {
+  let file: { origin: string; content: string } | undefined;
+  if (values.rulesFile !== '') {
+    try {
+      file = { origin: values.rulesFile, content: readFile(values.rulesFile) };
+    } catch (err) {
+      return { ok: false, errors: [`--rules-file=${values.rulesFile}: ${(err as Error).message}`] };
+    }
+  }
+  return parseRules({
+    naming: { cluster: values.clusterName, agentNamespace: values.agentNamespace, clusterDomain: normalizeName(values.clusterDomain) },
+    expose: values.expose,
+    file,
+    services,
+  });
+}
