@@ -1,0 +1,71 @@
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DialError, dialTcp } from './dialer.js';
+
+const servers: net.Server[] = [];
+afterEach(() => servers.splice(0).forEach((s) => s.close()));
+
+function listen(host = '127.0.0.1'): Promise<{ port: number; connections: () => number }> {
+  let count = 0;
+  const server = net.createServer((s) => {
+    count++;
+    s.end();
+  });
+  servers.push(server);
+  return new Promise((resolve) => server.listen(0, host, () => resolve({ port: (server.address() as net.AddressInfo).port, connections: () => count })));
+}
+
+async function closedPort(): Promise<number> {
+  const { port } = await listen();
+  await new Promise<void>((r) => servers.pop()!.close(() => r()));
+  return port;
+}
+
+describe('dialTcp', () => {
+  it('connects to a loopback listener, by IP and through a resolver', async () => {
+    const { port, connections } = await listen();
+    (await dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).destroy();
+    (await dialTcp(`web.prod.cluster1:${port}`, { timeoutMs: 1000, resolve: async () => ['127.0.0.1'] })).destroy();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(connections()).toBe(2);
+  });
+
+  it('words a refusal like Go', async () => {
+    const port = await closedPort();
+    await expect(dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).rejects.toMatchObject({ message: `dial tcp 127.0.0.1:${port}: connect: connection refused`, reason: 'refused' });
+  });
+
+  it('times out with i/o timeout when the dial does not complete in time', async () => {
+    const never = () => new Promise<string[]>(() => {});
+    const started = Date.now();
+    await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({ reason: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it('reports an unresolvable name', async () => {
+    const fail = async () => {
+      throw new Error('ENOTFOUND');
+    };
+    await expect(dialTcp('nosuch.invalid:80', { timeoutMs: 1000, resolve: fail })).rejects.toMatchObject({ message: 'dial tcp: lookup nosuch.invalid: no such host', reason: 'unresolvable' });
+  });
+
+  it('refuses before any connection attempt when the authorizer says no', async () => {
+    const { port, connections } = await listen('127.0.0.3');
+    const err = await dialTcp(`127.0.0.3:${port}`, { timeoutMs: 1000, authorize: (_h, ip) => `${ip} is not allowed` }).catch((e: DialError) => e);
+    expect(err).toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed` });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(connections()).toBe(0);
+  });
+
+  it('is cancelled by its signal', async () => {
+    const abort = new AbortController();
+    const dial = dialTcp('slow.example:80', { timeoutMs: 5000, signal: abort.signal, resolve: () => new Promise(() => {}) });
+    abort.abort();
+    await expect(dial).rejects.toMatchObject({ reason: 'cancelled' });
+  });
+
+  it('rejects malformed addresses', async () => {
+    await expect(dialTcp('no-port', { timeoutMs: 100 })).rejects.toThrow(/missing port/);
+    await expect(dialTcp('[::1]:99999', { timeoutMs: 100 })).rejects.toThrow(/invalid port/);
+  });
+});

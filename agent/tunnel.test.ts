@@ -1,0 +1,189 @@
+import { duplexPair, type Duplex } from 'node:stream';
+import { Registry } from 'prom-client';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { PacketType, type OutPacket, type Packet } from '../proto/packets.js';
+import { AgentMetrics } from './metrics.js';
+import { Tunnel, type Dial } from './tunnel.js';
+
+const log = pino({ level: 'silent' });
+const tick = () => new Promise((r) => setTimeout(r, 5));
+
+function setup(opts: { dial?: Dial; maxBuffer?: number; writable?: () => boolean } = {}) {
+  const sent: OutPacket[] = [];
+  const resumers: Array<() => void> = [];
+  const targets: Duplex[] = [];
+  const metrics = new AgentMetrics(new Registry());
+  const dial: Dial =
+    opts.dial ??
+    (async () => {
+      const [agentSide, targetSide] = duplexPair();
+      targets.push(targetSide);
+      return agentSide;
+    });
+  const tunnel = new Tunnel({
+    sink: { send: (p) => (sent.push(p), opts.writable ? opts.writable() : true), whenWritable: (r) => resumers.push(r) },
+    dial,
+    maxBuffer: opts.maxBuffer ?? 1 << 20,
+    lingerMs: 50,
+    metrics,
+    log,
+  });
+  return { tunnel, sent, targets, resumers, metrics };
+}
+
+const dialReq = (random: string, address = '127.0.0.1:80', protocol = 'tcp'): Packet => ({ type: PacketType.DIAL_REQ, dialRequest: { random, address, protocol } });
+const data = (connectID: string, bytes: string): Packet => ({ type: PacketType.DATA, data: { connectID, data: Buffer.from(bytes), error: '' } });
+const closeReq = (connectID: string): Packet => ({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } });
+
+describe('Tunnel', () => {
+  it('answers a dial with connectID 1 and relays DATA both ways', async () => {
+    const { tunnel, sent, targets } = setup();
+    tunnel.handle(dialReq('9007199254740993'));
+    await tick();
+    expect(sent[0]).toEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '9007199254740993', connectID: '1' } });
+    const target = targets[0]!;
+    const received: Buffer[] = [];
+    target.on('data', (c: Buffer) => received.push(c));
+    tunnel.handle(data('1', 'ping'));
+    target.write('pong');
+    await tick();
+    expect(Buffer.concat(received).toString()).toBe('ping');
+    expect(sent[1]).toMatchObject({ type: PacketType.DATA, data: { connectID: '1' } });
+    expect((sent[1] as { data: { data: Buffer } }).data.data.toString()).toBe('pong');
+  });
+
+  it('reports a failed dial in DIAL_RSP and keeps serving', async () => {
+    let calls = 0;
+    const { tunnel, sent } = setup({
+      dial: async () => {
+        if (calls++ === 0) throw new Error('dial tcp 127.0.0.1:1: connect: connection refused');
+        return duplexPair()[0];
+      },
+    });
+    tunnel.handle(dialReq('5'));
+    tunnel.handle(dialReq('6'));
+    await tick();
+    expect(sent).toContainEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '5', error: 'dial tcp 127.0.0.1:1: connect: connection refused' } });
+    expect(sent).toContainEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '6', connectID: '1' } });
+  });
+
+  it('gives the Go agent replies for unknown connectIDs', () => {
+    const { tunnel, sent, metrics } = setup();
+    tunnel.handle(data('42', 'garbage'));
+    tunnel.handle(closeReq('43'));
+    expect(sent).toEqual([
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '42', error: 'unrecognized connectID' } },
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '43', error: 'Unknown connectID' } },
+    ]);
+    expect(metrics.rejectedPackets.labels('unknown_connect_id')).toBeDefined();
+  });
+
+  it('answers CLOSE_REQ once, flushes to the target, and treats a duplicate as unknown', async () => {
+    const { tunnel, sent, targets } = setup();
+    tunnel.handle(dialReq('1'));
+    await tick();
+    const target = targets[0]!;
+    const chunks: Buffer[] = [];
+    let ended = false;
+    target.on('data', (c: Buffer) => chunks.push(c));
+    target.on('end', () => (ended = true));
+    tunnel.handle(data('1', 'last words'));
+    tunnel.handle(closeReq('1'));
+    tunnel.handle(closeReq('1'));
+    await tick();
+    expect(Buffer.concat(chunks).toString()).toBe('last words');
+    expect(ended).toBe(true);
+    expect(sent.slice(1)).toEqual([
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1' } },
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'Unknown connectID' } },
+    ]);
+    expect(tunnel.connectionCount).toBe(0);
+  });
+
+  it('sends CLOSE_RSP when the target closes (remote EOF)', async () => {
+    const { tunnel, sent, targets } = setup();
+    tunnel.handle(dialReq('1'));
+    await tick();
+    targets[0]!.end();
+    await tick();
+    expect(sent.at(-1)).toEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1' } });
+    expect(tunnel.connectionCount).toBe(0);
+  });
+
+  it('cancels a pending dial on DIAL_CLS and closes the socket it produced', async () => {
+    let release!: () => void;
+    let produced: Duplex | undefined;
+    let aborted = false;
+    const { tunnel, sent, metrics } = setup({
+      dial: (_address, signal) =>
+        new Promise((resolve) => {
+          signal.addEventListener('abort', () => (aborted = true));
+          release = () => resolve((produced = duplexPair()[0]));
+        }),
+    });
+    tunnel.handle(dialReq('77'));
+    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
+    expect(aborted).toBe(true);
+    release();
+    await tick();
+    expect(produced!.destroyed).toBe(true);
+    expect(sent).toEqual([]);
+    expect(tunnel.pendingDialCount).toBe(0);
+    expect((await metrics.dialCancellations.get()).values[0]!.value).toBe(1);
+  });
+
+  it('logs and counts malformed and unexpected packets without disturbing open connections', async () => {
+    const { tunnel, sent, targets, metrics } = setup();
+    tunnel.handle(dialReq('1'));
+    await tick();
+    tunnel.handle({ malformed: 'index out of range' });
+    tunnel.handle({ type: PacketType.DATA } as Packet);
+    tunnel.handle({ type: PacketType.DIAL_RSP, dialResponse: { random: '1', connectID: '9', error: '' } });
+    tunnel.handle({ type: 99 as PacketType });
+    const got: Buffer[] = [];
+    targets[0]!.on('data', (c: Buffer) => got.push(c));
+    tunnel.handle(data('1', 'still here'));
+    await tick();
+    expect(Buffer.concat(got).toString()).toBe('still here');
+    expect(sent).toHaveLength(1);
+    const rejected = await metrics.rejectedPackets.get();
+    expect(Object.fromEntries(rejected.values.map((v) => [v.labels.reason, v.value]))).toEqual({ malformed: 2, unexpected_type: 2 });
+  });
+
+  it('closes a connection whose target stops reading once its buffer budget is exceeded', async () => {
+    const { tunnel, sent, metrics } = setup({ maxBuffer: 64 << 10 });
+    tunnel.handle(dialReq('1'));
+    tunnel.handle(dialReq('2'));
+    await tick();
+    // Nobody reads target 1: its writes pile up in the agent-side write buffer.
+    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    expect(sent).toContainEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: `target is not reading: more than ${64 << 10} bytes buffered` } });
+    expect(tunnel.connectionCount).toBe(1);
+    expect((await metrics.bufferOverflows.get()).values[0]!.value).toBe(1);
+  });
+
+  it('pauses a target socket while the stream is backed up and resumes it on drain', async () => {
+    let writable = true;
+    const { tunnel, sent, targets, resumers } = setup({ writable: () => writable });
+    tunnel.handle(dialReq('1'));
+    await tick();
+    writable = false;
+    targets[0]!.write('a');
+    await tick();
+    targets[0]!.write('b');
+    await tick();
+    const dataPackets = () => sent.filter((p) => p.type === PacketType.DATA).length;
+    expect(dataPackets()).toBe(1);
+    writable = true;
+    resumers.splice(0).forEach((r) => r());
+    await tick();
+    expect(dataPackets()).toBe(2);
+  });
+
+  it('refuses protocols other than tcp', () => {
+    const { tunnel, sent } = setup();
+    tunnel.handle(dialReq('3', '127.0.0.1:53', 'udp'));
+    expect(sent[0]).toMatchObject({ type: PacketType.DIAL_RSP, dialResponse: { random: '3', error: expect.stringContaining('unsupported protocol') } });
+  });
+});
