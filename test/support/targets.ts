@@ -1,0 +1,96 @@
+// Dial targets for tests: real TCP and HTTP servers on loopback.
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+
+export interface Target {
+  host: string;
+  port: number;
+  address: string;
+  /** Connections accepted so far. */
+  accepted: () => number;
+  close: () => Promise<void>;
+}
+
+function wrap(server: net.Server, host: string, counter: () => number): Promise<Target> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as net.AddressInfo;
+      resolve({
+        host,
+        port,
+        address: `${host.includes(':') ? `[${host}]` : host}:${port}`,
+        accepted: counter,
+        close: () =>
+          new Promise((r) => {
+            if ('closeAllConnections' in server) (server as http.Server).closeAllConnections();
+            server.close(() => r());
+          }),
+      });
+    });
+  });
+}
+
+/** Echoes every byte back. Sockets are tracked so close() does not wait for clients. */
+export function startEchoServer(host = '127.0.0.1'): Promise<Target> {
+  let count = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    count++;
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => {});
+    s.pipe(s);
+  });
+  return wrap(server, host, () => count).then((t) => ({
+    ...t,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return t.close();
+    },
+  }));
+}
+
+/**
+ * HTTP server: GET /bytes/N answers N deterministic bytes; POST /sha256 answers the digest of the
+ * body; anything else answers "hello from <path>".
+ */
+export function startHttpServer(host = '127.0.0.1'): Promise<Target> {
+  let count = 0;
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const bytes = /^\/bytes\/(\d+)$/.exec(url.pathname);
+    if (bytes) {
+      const body = pattern(Number(bytes[1]));
+      res.writeHead(200, { 'content-length': body.length, 'x-sha256': sha256(body) }).end(body);
+      return;
+    }
+    if (url.pathname === '/sha256' && req.method === 'POST') {
+      const hash = createHash('sha256');
+      req.on('data', (c: Buffer) => hash.update(c));
+      req.on('end', () => res.writeHead(200).end(hash.digest('hex')));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(`hello from ${url.pathname}`);
+  });
+  server.on('connection', () => count++);
+  return wrap(server, host, () => count);
+}
+
+/** Deterministic, incompressible-looking bytes. */
+export function pattern(size: number, seed = 1): Buffer {
+  const out = Buffer.allocUnsafe(size);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < size; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+export function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}

@@ -1,0 +1,43 @@
+// A loopback TCP load balancer over several backends (round-robin or random), like the single
+// Service address in front of proxy-server replicas. Backends can be taken out and put back.
+import net from 'node:net';
+
+export class TcpBalancer {
+  private readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private next = 0;
+  port = 0;
+
+  constructor(private backends: number[], private readonly policy: 'round-robin' | 'random' = 'round-robin') {
+    this.server = net.createServer((client) => {
+      const live = this.backends;
+      if (live.length === 0) return client.destroy();
+      const port = this.policy === 'random' ? live[Math.floor(Math.random() * live.length)]! : live[this.next++ % live.length]!;
+      const upstream = net.connect(port, '127.0.0.1');
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream).pipe(client);
+    });
+  }
+
+  async listen(): Promise<number> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', () => r()));
+    this.port = (this.server.address() as net.AddressInfo).port;
+    return this.port;
+  }
+
+  setBackends(ports: number[]): void {
+    this.backends = ports;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+}
