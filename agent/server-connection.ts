@@ -170,7 +170,7 @@ export class ServerConnection extends EventEmitter {
     this.call.cancel();
     this.client.close();
     for (const resume of this.writableWaiters.splice(0)) resume();
-    this.opts.log.info({ serverID: this.serverID, target: this.opts.target, reason }, 'server stream closed');
+    this.opts.log.info({ serverID: this.serverID, reason }, 'server stream closed');
     this.emit('closed', reason);
   }
 
