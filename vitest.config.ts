@@ -8,5 +8,6 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Two cores: real sockets and big transfers behave better without oversubscription.
     maxWorkers: 2,
+    globalSetup: ['test/support/global-setup.ts'],
   },
 });

@@ -1,0 +1,179 @@
+// `spoke-agent dns`: the DNS server alone (a sidecar), and `spoke-agent resolve NAME`: ask a running
+// server and explain its answer. The commands wire flags into the library and do nothing else.
+import dgram from 'node:dgram';
+import { randomInt } from 'node:crypto';
+import { isIPv6, Socket } from 'node:net';
+import dns2 from 'dns2';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { agentFlags } from '../agent/options.js';
+import { bool, duration, FlagError, parseFlags, str, usage } from '../cmd/flags.js';
+import { HealthServer } from '../observability/health-server.js';
+import { createLogger } from '../observability/log.js';
+import { RuleHolder } from '../rules/holder.js';
+import { ruleFlags, rulesFromFlags } from '../rules/options.js';
+import { describeRecords, type Explanation, flagsOf, resolveHandler, rulesHandler } from './explain.js';
+import { dnsFlags } from './options.js';
+import { startDns } from './setup.js';
+import { encodeQuery, rcodeName, TYPE, typeCode } from './wire.js';
+
+const { Packet } = dns2;
+
+const dnsCommandFlags = {
+  ...ruleFlags,
+  ...dnsFlags,
+  logLevel: agentFlags.logLevel,
+  healthServerHost: agentFlags.healthServerHost,
+  healthServerPort: agentFlags.healthServerPort,
+  help: bool('help', false, 'Show this help.'),
+};
+
+export async function runDnsCommand(argv: string[]): Promise<number> {
+  let values;
+  try {
+    values = parseFlags(dnsCommandFlags, argv, process.env).values;
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    process.stderr.write(`spoke-agent dns: ${err.message}\n`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(`Usage: spoke-agent dns [flags]\n\nRuns the DNS server alone (e.g. as a sidecar).\n\nFlags:\n${usage(dnsCommandFlags)}\n`);
+    return 0;
+  }
+  if (values.clusterName === '') {
+    process.stderr.write('spoke-agent dns: --cluster-name is required\n');
+    return 2;
+  }
+  const rules = rulesFromFlags(values);
+  if (!rules.ok) {
+    process.stderr.write(`spoke-agent dns: invalid rules:\n${rules.errors.map((e) => `  ${e}\n`).join('')}`);
+    return 2;
+  }
+  const log = createLogger(values.logLevel);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const holder = new RuleHolder(rules.value);
+  const dns = await startDns(values, holder, registry, log);
+  const health = new HealthServer({ host: values.healthServerHost, port: values.healthServerPort, registry, log });
+  health.addRoute('/debug/resolve', resolveHandler(dns.resolver));
+  health.addRoute('/debug/rules', rulesHandler(holder));
+  await health.listen();
+
+  // SIGHUP re-reads the flags' rules file; a bad edit is logged and the old rules stay.
+  const reload = () => {
+    const next = rulesFromFlags(values);
+    if (next.ok) holder.replace(next.value), log.info({ generation: holder.generation }, 'rules reloaded');
+    else log.error({ errors: next.errors }, 'rules not reloaded');
+  };
+  process.on('SIGHUP', reload);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  process.off('SIGHUP', reload);
+  await Promise.all([dns.close(), health.close()]);
+  return 0;
+}
+
+const resolveFlags = {
+  type: str('type', 'A', 'Query type (A, AAAA, CNAME, TXT, HTTPS, TYPE65, ...).'),
+  server: str('server', '127.0.0.1', 'Address of the DNS server to ask.'),
+  dnsPort: dnsFlags.dnsPort,
+  tcp: bool('tcp', false, 'Ask over TCP (UDP answers that are truncated are retried over TCP anyway).'),
+  timeout: duration('timeout', 2000, 'How long to wait for the answer.'),
+  healthServerHost: str('health-server-host', '127.0.0.1', 'Where the agent serves /debug/resolve, for the explanation.'),
+  healthServerPort: agentFlags.healthServerPort,
+  help: bool('help', false, 'Show this help.'),
+};
+
+/** Sends `query` and returns the response with the same ID. */
+function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutMs: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const fail = (err: Error) => (cleanup(), reject(err));
+    const timer = setTimeout(() => fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)), timeoutMs);
+    let cleanup = () => clearTimeout(timer);
+    if (tcp) {
+      const socket = new Socket();
+      let buffered = Buffer.alloc(0);
+      cleanup = () => (clearTimeout(timer), socket.destroy());
+      socket.on('error', fail);
+      socket.on('data', (chunk) => {
+        buffered = Buffer.concat([buffered, chunk]);
+        if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) cleanup(), resolve(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
+      });
+      socket.connect(port, server, () => {
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(query.length);
+        socket.write(Buffer.concat([len, query]));
+      });
+    } else {
+      const socket = dgram.createSocket(isIPv6(server) ? 'udp6' : 'udp4');
+      cleanup = () => (clearTimeout(timer), socket.close());
+      socket.on('error', fail);
+      socket.on('message', (msg) => {
+        if (msg.length >= 12 && msg.readUInt16BE(0) === query.readUInt16BE(0)) cleanup(), resolve(msg);
+      });
+      socket.send(query, port, server);
+    }
+  });
+}
+
+export async function runResolveCommand(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseFlags(resolveFlags, argv, process.env);
+  } catch (err) {
+    if (!(err instanceof FlagError)) throw err;
+    process.stderr.write(`spoke-agent resolve: ${err.message}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length !== 1) {
+    (values.help ? out : process.stderr).write(`Usage: spoke-agent resolve NAME [flags]\n\nAsks a running DNS server and explains the answer.\n\nFlags:\n${usage(resolveFlags)}\n`);
+    return values.help ? 0 : 2;
+  }
+  const name = positionals[0]!;
+  const qtype = typeCode(values.type);
+  if (qtype === undefined) {
+    process.stderr.write(`spoke-agent resolve: unknown type "${values.type}"\n`);
+    return 2;
+  }
+  const query = encodeQuery(name, qtype);
+  query.writeUInt16BE(randomInt(0x10000), 0);
+  const started = performance.now();
+  let response: Buffer;
+  let transport = values.tcp ? 'tcp' : 'udp';
+  try {
+    response = await ask(query, values.server, values.dnsPort, values.tcp, values.timeout);
+    if (!values.tcp && response[2]! & 2) {
+      transport = 'udp, truncated, then tcp';
+      response = await ask(query, values.server, values.dnsPort, true, values.timeout);
+    }
+  } catch (err) {
+    out.write(`;; ${name} ${values.type.toUpperCase()}: ${(err as Error).message}\n`);
+    return 1;
+  }
+  const ms = (performance.now() - started).toFixed(1);
+  const packet = Packet.parse(response);
+  out.write(`;; ${name} ${values.type.toUpperCase()} from ${values.server}:${values.dnsPort} (${transport}): ${rcodeName(packet.header.rcode)} in ${ms}ms, flags ${flagsOf(packet.header).join(' ')}\n`);
+  for (const r of describeRecords(packet.answers)) out.write(`${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
+  for (const r of describeRecords(packet.authorities)) out.write(`;; authority: ${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
+  const chain = packet.answers.filter((r) => r.type === TYPE.CNAME).map((r) => `${r.name} -> ${(r as unknown as { domain: string }).domain}`);
+  if (chain.length) out.write(`;; CNAME chain: ${chain.join(', ')}\n`);
+  const addresses = packet.answers.filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA).map((r) => (r as unknown as { address: string }).address);
+  if (addresses.length) out.write(`;; addresses: ${addresses.join(' ')}\n`);
+
+  const host = isIPv6(values.healthServerHost) ? `[${values.healthServerHost}]` : values.healthServerHost;
+  const url = `http://${host}:${values.healthServerPort}/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(values.timeout) });
+    if (res.ok) {
+      const e = (await res.json()) as Explanation;
+      const why = e.rule ? `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}` : e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
+      out.write(`;; explanation from ${url}: ${why}\n`);
+    } else out.write(`;; no explanation: ${url} answered ${res.status}\n`);
+  } catch {
+    out.write(`;; no explanation: ${url} unreachable\n`);
+  }
+  return packet.header.rcode === 0 ? 0 : 1;
+}

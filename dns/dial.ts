@@ -1,0 +1,71 @@
+// How the agent resolves the host of a DIAL_REQ. Node's dns.lookup never asks our server (it uses
+// getaddrinfo), so dials resolve in process: a rule's target through the same cache and upstream as
+// the DNS server; a name no rule serves through the system resolver, as the Go agent does, which
+// keeps /etc/hosts (cluster-proxy's hostAliases) and the pod's search path working.
+import { promises as dnsPromises, type LookupAddress, type LookupOptions } from 'node:dns';
+import { isIP, type LookupFunction } from 'node:net';
+import { normalizeName } from '../rules/naming.js';
+import type { Match } from '../rules/rule-set.js';
+import { chasedRecords } from './answer.js';
+import type { Resolver } from './resolver.js';
+import { RCODE, TYPE } from './wire.js';
+
+export interface DialResolution {
+  host: string;
+  /** In answer order, IPv4 first. */
+  addresses: LookupAddress[];
+  /** The rule that served the host; undefined for IP literals and names resolved by the system. */
+  match?: Match;
+  via: 'literal' | 'rule' | 'system';
+}
+
+export type SystemLookup = (host: string) => Promise<LookupAddress[]>;
+
+const systemLookup: SystemLookup = (host) => dnsPromises.lookup(host, { all: true, verbatim: true });
+
+function notFound(host: string, why: string): NodeJS.ErrnoException {
+  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${host} (${why})`), { code: 'ENOTFOUND', hostname: host, syscall: 'getaddrinfo' });
+}
+
+export async function resolveForDial(resolver: Resolver, host: string, system: SystemLookup = systemLookup): Promise<DialResolution> {
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const family = isIP(bare);
+  if (family !== 0) return { host, addresses: [{ address: bare, family }], via: 'literal' };
+  const rules = resolver.rules.current;
+  const name = normalizeName(host);
+  const match = rules.match(name);
+  if (match === undefined) {
+    if (rules.inZone(name)) throw notFound(host, `no rule serves this name in the ${rules.naming.cluster} zone`);
+    return { host, addresses: await system(host), via: 'system' };
+  }
+  const { target } = match;
+  if (target.kind === 'ip') {
+    return { host, match, via: 'rule', addresses: [...target.v4.map((address) => ({ address, family: 4 })), ...target.v6.map((address) => ({ address, family: 6 }))] };
+  }
+  const answers = await Promise.all([TYPE.A, TYPE.AAAA].map(async (qtype) => chasedRecords((await resolver.lookupUpstream(target.fqdn, qtype)).bytes, Infinity)));
+  const addresses: LookupAddress[] = [];
+  for (const { records } of answers) {
+    for (const r of records) if (r.type === TYPE.A || r.type === TYPE.AAAA) addresses.push({ address: r.address, family: r.type === TYPE.A ? 4 : 6 });
+  }
+  if (addresses.length === 0) {
+    const why = answers.some((a) => a.rcode === RCODE.NXDOMAIN) ? `${target.fqdn} does not exist` : `${target.fqdn} has no addresses`;
+    throw notFound(host, `${match.rule.source}: ${why}`);
+  }
+  return { host, addresses, match, via: 'rule' };
+}
+
+/** For `net.connect({ lookup })`: answers like dns.lookup, including `all` (used by autoSelectFamily) and `family`. */
+export function dialLookup(resolver: Resolver, system: SystemLookup = systemLookup): LookupFunction {
+  return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+    resolveForDial(resolver, hostname, system).then(
+      ({ addresses }) => {
+        const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+        const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
+        if (usable.length === 0) callback(notFound(hostname, `no IPv${family} address`), options.all ? [] : '');
+        else if (options.all) callback(null, usable);
+        else callback(null, usable[0]!.address, usable[0]!.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err.code ? err : notFound(hostname, err.message), options.all ? [] : ''),
+    );
+  };
+}

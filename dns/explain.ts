@@ -1,0 +1,97 @@
+// Debugging: what a name does and why. The answer is produced by sending a real query through the
+// resolver in process, so it is exactly what a client gets (cache included).
+import dns2 from 'dns2';
+import type { RouteHandler } from '../observability/health-server.js';
+import type { RuleHolder } from '../rules/holder.js';
+import { hostNameProblem, normalizeName } from '../rules/naming.js';
+import type { Resolver } from './resolver.js';
+import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
+
+const { Packet } = dns2;
+
+export interface ExplainedRecord {
+  name: string;
+  type: string;
+  ttl: number;
+  data: string;
+}
+
+export interface Explanation {
+  name: string;
+  type: string;
+  /** What the server does with the name: answer from a rule, NXDOMAIN in the cluster zone, forward, or refuse. */
+  action: 'rule' | 'nxdomain' | 'forward' | 'refused';
+  rule?: { source: string; kind: string };
+  target?: string;
+  rcode: string;
+  flags: string[];
+  answer: ExplainedRecord[];
+  authority: ExplainedRecord[];
+  ms: number;
+}
+
+/** Presentation form of decoded records (dns2's field names differ by type). */
+export function describeRecords(records: readonly dns2.Packet.Resource[]): ExplainedRecord[] {
+  return records.map((r) => {
+    const f = r as unknown as Record<string, unknown>;
+    const data =
+      f.address ?? f.domain ?? (f.primary !== undefined ? `${String(f.primary)} ${String(f.admin)} ${String(f.serial)}` : Buffer.isBuffer(f.data) ? `\\# ${f.data.length} ${f.data.toString('hex')}` : JSON.stringify(f.data ?? ''));
+    return { name: r.name, type: typeName(r.type), ttl: r.ttl, data: String(data) };
+  });
+}
+
+export function flagsOf(header: dns2.Packet.Header): string[] {
+  const bits = header as unknown as Record<string, number>; // dns2 decodes ad and cd but does not type them
+  return ['qr', 'aa', 'tc', 'rd', 'ra', 'ad', 'cd'].filter((f) => bits[f]);
+}
+
+export async function explain(resolver: Resolver, name: string, type = 'A'): Promise<Explanation> {
+  const qtype = typeCode(type);
+  if (qtype === undefined) throw new Error(`unknown type "${type}"`);
+  const normalized = normalizeName(name);
+  const problem = hostNameProblem(normalized, 'name');
+  if (problem) throw new Error(problem);
+  const rules = resolver.rules.current;
+  const match = rules.match(normalized);
+  const action = match ? 'rule' : rules.inZone(normalized) ? 'nxdomain' : resolver.forwarding ? 'forward' : 'refused';
+  const started = performance.now();
+  const response = await new Promise<Buffer>((resolve) => resolver.handle(encodeQuery(name, qtype), 'tcp', resolve));
+  const ms = +(performance.now() - started).toFixed(3);
+  const packet = Packet.parse(response);
+  return {
+    name,
+    type: typeName(qtype),
+    action,
+    rule: match && { source: match.rule.source, kind: match.rule.kind },
+    target: match && (match.target.kind === 'fqdn' ? match.target.fqdn : [...match.target.v4, ...match.target.v6].join(',')),
+    rcode: rcodeName(packet.header.rcode),
+    flags: flagsOf(packet.header),
+    answer: describeRecords(packet.answers),
+    authority: describeRecords(packet.authorities),
+    ms,
+  };
+}
+
+function json(res: Parameters<RouteHandler>[1], status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body, null, 2)}\n`);
+}
+
+/** `/debug/resolve?name=search.default.cluster1[&type=AAAA]`: rule, target and the answer. */
+export function resolveHandler(resolver: Resolver): RouteHandler {
+  return async (_req, res, url) => {
+    const name = url.searchParams.get('name');
+    if (!name) return json(res, 400, { error: 'missing ?name=' });
+    try {
+      json(res, 200, await explain(resolver, name, url.searchParams.get('type') ?? 'A'));
+    } catch (err) {
+      json(res, 400, { error: (err as Error).message });
+    }
+  };
+}
+
+/** `/debug/rules`: the naming context and every rule with the names it serves. */
+export function rulesHandler(holder: RuleHolder): RouteHandler {
+  return (_req, res) => {
+    json(res, 200, { generation: holder.generation, ...holder.current.toJSON() });
+  };
+}

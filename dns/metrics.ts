@@ -1,0 +1,73 @@
+// Every DNS metric, in one place. Label children are bound once: the query path only increments.
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { RCODE_NAME, TYPE_NAME } from './wire.js';
+
+export type Proto = 'udp' | 'tcp';
+/** Where an answer came from. */
+export type Source = 'rule' | 'zone' | 'forward' | 'error';
+export type CacheName = 'answers' | 'upstream';
+
+// Query types get their own label value only when well known, to bound the series count.
+const typeLabel = (code: number) => TYPE_NAME[code] ?? 'other';
+
+export class DnsMetrics {
+  private readonly requestChildren: Record<Proto, Map<number, Counter.Internal>> = { udp: new Map(), tcp: new Map() };
+  private readonly responseChildren: Record<Source, Map<number, Counter.Internal>> = { rule: new Map(), zone: new Map(), forward: new Map(), error: new Map() };
+  readonly cacheHits: Record<CacheName, Counter.Internal>;
+  readonly cacheMisses: Record<CacheName, Counter.Internal>;
+  private readonly requestsTotal: Counter;
+  private readonly responsesTotal: Counter;
+  private readonly upstreamDuration: Histogram;
+  private readonly upstreamErrors: Counter;
+  readonly dropped: Counter;
+
+  constructor(registry: Registry, cacheSizes: () => Record<CacheName, number>) {
+    const registers = [registry];
+    this.requestsTotal = new Counter({ name: 'spoke_agent_dns_requests_total', help: 'DNS queries received, by transport and query type.', labelNames: ['proto', 'type'], registers });
+    this.responsesTotal = new Counter({ name: 'spoke_agent_dns_responses_total', help: 'DNS responses sent, by rcode and by what answered: rule, zone (NXDOMAIN in the cluster zone), forward, error.', labelNames: ['rcode', 'source'], registers });
+    const hits = new Counter({ name: 'spoke_agent_dns_cache_hits_total', help: 'Answers served from a cache: answers (our own, per rule) or upstream.', labelNames: ['cache'], registers });
+    const misses = new Counter({ name: 'spoke_agent_dns_cache_misses_total', help: 'Lookups a cache could not answer.', labelNames: ['cache'], registers });
+    this.cacheHits = { answers: hits.labels('answers'), upstream: hits.labels('upstream') };
+    this.cacheMisses = { answers: misses.labels('answers'), upstream: misses.labels('upstream') };
+    new Gauge({
+      name: 'spoke_agent_dns_cache_entries',
+      help: 'Responses held in each cache.',
+      labelNames: ['cache'],
+      registers,
+      collect() {
+        for (const [cache, n] of Object.entries(cacheSizes())) this.set({ cache }, n);
+      },
+    });
+    this.upstreamDuration = new Histogram({
+      name: 'spoke_agent_dns_upstream_duration_seconds',
+      help: 'Time the upstream took to answer, by transport.',
+      labelNames: ['proto'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.upstreamErrors = new Counter({ name: 'spoke_agent_dns_upstream_errors_total', help: 'Upstream queries that failed, by reason: timeout, network, mismatch (wrong or malformed answer), rcode (SERVFAIL or REFUSED for a rule\'s target).', labelNames: ['reason'], registers });
+    this.dropped = new Counter({ name: 'spoke_agent_dns_dropped_total', help: 'Packets dropped without an answer: too short to carry an ID, or not a query.', registers });
+  }
+
+  request(proto: Proto, qtype: number): void {
+    const children = this.requestChildren[proto];
+    let child = children.get(qtype);
+    if (!child) children.set(qtype, (child = this.requestsTotal.labels(proto, typeLabel(qtype))));
+    child.inc();
+  }
+
+  response(rcode: number, source: Source): void {
+    const children = this.responseChildren[source];
+    let child = children.get(rcode);
+    if (!child) children.set(rcode, (child = this.responsesTotal.labels(RCODE_NAME[rcode] ?? String(rcode), source)));
+    child.inc();
+  }
+
+  upstream(proto: Proto, seconds: number): void {
+    this.upstreamDuration.labels(proto).observe(seconds);
+  }
+
+  upstreamError(reason: string): void {
+    this.upstreamErrors.labels(reason).inc();
+  }
+}

@@ -1,0 +1,238 @@
+// What a query goes through, in this fixed order (as CoreDNS fixes its plugin order in plugin.cfg):
+//   1. parse: drop what cannot be answered, FORMERR / NOTIMP / BADVERS what cannot be read;
+//   2. the answers cache: our own answers by query key, emptied when the rules change;
+//   3. the rules: a match answers (CNAME + upstream records, or static IPs), a miss in the cluster's
+//      zone is NXDOMAIN;
+//   4. forward (or REFUSED with --dns-forward=false), through the upstream cache.
+// Transports call `handle`; the agent's dialer and the debug endpoint come in through `lookupUpstream`
+// and `handle` too, so every path sees the same answers.
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../observability/log.js';
+import type { RuleHolder } from '../rules/holder.js';
+import type { Match, RuleSet } from '../rules/rule-set.js';
+import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
+import { ResponseCache } from './cache.js';
+import type { DnsMetrics, Proto, Source } from './metrics.js';
+import { type Upstream, UpstreamError } from './upstream.js';
+import {
+  CLASS_ANY,
+  CLASS_IN,
+  encodeQuery,
+  encodeResponse,
+  headerOnlyResponse,
+  inspectResponse,
+  parseQuery,
+  type Query,
+  questionName,
+  RCODE,
+  type ResponseInfo,
+  rcodeName,
+  reuseResponse,
+  TYPE,
+  truncatedResponse,
+  typeName,
+  udpBudget,
+} from './wire.js';
+
+export interface ResolverOptions {
+  rules: RuleHolder;
+  upstream: Upstream;
+  /** Forward names no rule matches (false: REFUSED). */
+  forward: boolean;
+  /** --dns-ttl in seconds. */
+  ttl: number;
+  /** Entries in each of the two caches; 0 turns caching off. */
+  cacheSize: number;
+  metrics: DnsMetrics;
+  log: Logger;
+}
+
+/** What the logs and /debug/resolve say about an answer. */
+export interface AnswerMeta {
+  source: Source;
+  rule?: string;
+  target?: string;
+  answer?: string[];
+}
+
+interface Resolved {
+  bytes: Buffer;
+  info: Pick<ResponseInfo, 'ttlOffsets' | 'ttls'>;
+  meta: AnswerMeta;
+}
+
+const noTtls = { ttlOffsets: [], ttls: [] };
+
+export class Resolver {
+  readonly answers: ResponseCache<AnswerMeta>;
+  readonly upstreamCache: ResponseCache<AnswerMeta>;
+  // Concurrent misses for one key share one build or upstream query.
+  private readonly inflight = new Map<string, Promise<Resolved>>();
+
+  constructor(private readonly opts: ResolverOptions) {
+    const limits = { maxEntries: opts.cacheSize, maxTtl: 3600, maxNegativeTtl: 1800 };
+    this.answers = new ResponseCache(limits);
+    this.upstreamCache = new ResponseCache(limits);
+    opts.rules.onChange(() => this.answers.clear());
+  }
+
+  get rules(): RuleHolder {
+    return this.opts.rules;
+  }
+
+  get forwarding(): boolean {
+    return this.opts.forward;
+  }
+
+  get upstreamDescription(): string {
+    return this.opts.upstream.describe();
+  }
+
+  /** Stops using the upstream; queries still in flight fail with SERVFAIL. */
+  close(): void {
+    this.opts.upstream.close();
+  }
+
+  /** Answers one DNS message, now or later; false when it is dropped (`reply` is then never called). Never throws. */
+  handle(msg: Buffer, proto: Proto, reply: (response: Buffer) => void): boolean {
+    const started = this.opts.log.isLevelEnabled('debug') ? performance.now() : -1;
+    const q = parseQuery(msg);
+    if (q === undefined) {
+      this.opts.metrics.dropped.inc();
+      return false;
+    }
+    if (!('key' in q)) {
+      this.opts.metrics.response(q.rcode, 'error');
+      reply(headerOnlyResponse(q));
+      return true;
+    }
+    this.opts.metrics.request(proto, q.qtype);
+    try {
+      if (q.edns !== undefined && q.edns.version !== 0) {
+        this.send(msg, q, proto, encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }), { source: 'error' }, started, reply);
+        return true;
+      }
+      const now = Date.now();
+      const hit = this.answers.get(q.key, now);
+      if (hit !== undefined) {
+        this.opts.metrics.cacheHits.answers.inc();
+        this.send(msg, q, proto, reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, msg, q), hit.meta, started, reply);
+        return true;
+      }
+      this.resolve(msg, q, proto, now).then(
+        (r) => this.send(msg, q, proto, r.bytes, r.meta, started, reply),
+        (err: unknown) => this.fail(msg, q, proto, err, started, reply),
+      );
+    } catch (err) {
+      this.fail(msg, q, proto, err, started, reply);
+    }
+    return true;
+  }
+
+  private fail(msg: Buffer, q: Query, proto: Proto, err: unknown, started: number, reply: (response: Buffer) => void): void {
+    if (err instanceof UpstreamError) this.opts.metrics.upstreamError(err.reason);
+    else this.opts.log.error({ err, name: questionName(msg) }, 'DNS query failed');
+    const bytes = encodeResponse(msg, q, { rcode: RCODE.SERVFAIL, flags: { ra: this.opts.forward } });
+    this.send(msg, q, proto, bytes, { source: 'error', answer: [String((err as Error)?.message ?? err)] }, started, reply);
+  }
+
+  private send(msg: Buffer, q: Query, proto: Proto, bytes: Buffer, meta: AnswerMeta, started: number, reply: (response: Buffer) => void): void {
+    const out = proto === 'udp' && bytes.length > udpBudget(q) ? truncatedResponse(msg, q, bytes) : bytes;
+    const rcode = out[3]! & 0xf;
+    this.opts.metrics.response(rcode, meta.source);
+    if (started >= 0) {
+      this.opts.log.debug(
+        { name: questionName(msg), type: typeName(q.qtype), proto, rule: meta.rule, target: meta.target, answer: meta.answer, source: meta.source, rcode: rcodeName(rcode), tc: out !== bytes, ms: +(performance.now() - started).toFixed(3) },
+        'dns query',
+      );
+    }
+    reply(out);
+  }
+
+  private async resolve(msg: Buffer, q: Query, proto: Proto, now: number): Promise<Resolved> {
+    const name = questionName(msg).toLowerCase();
+    const generation = this.opts.rules.generation;
+    const rules = this.opts.rules.current;
+    const match = rules.match(name);
+    if (match !== undefined || rules.inZone(name)) {
+      this.opts.metrics.cacheMisses.answers.inc();
+      const built = await this.coalesce(`a${q.key}`, async () => {
+        const r = await this.build(msg, q, name, match, rules, generation);
+        const info = inspectResponse(r.bytes)!;
+        // An answer built from the rules being replaced must not outlive them.
+        if (generation === this.opts.rules.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
+        return { ...r, info };
+      });
+      return { ...built, bytes: reuseResponse(built.bytes, built.info, 0, msg, q) };
+    }
+    if (!this.opts.forward) return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'forward', answer: ['forwarding is off (--dns-forward=false)'] } };
+
+    const hit = this.upstreamCache.get(q.key, now);
+    if (hit !== undefined) {
+      this.opts.metrics.cacheHits.upstream.inc();
+      return { bytes: reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, msg, q), info: hit.info, meta: hit.meta };
+    }
+    this.opts.metrics.cacheMisses.upstream.inc();
+    // Byte for byte: the client's own query goes upstream (with another ID) and its answer comes back.
+    const fetched = await this.coalesce(`${proto}${q.key}`, () => this.fetch(msg, q.key, proto === 'tcp'));
+    return { ...fetched, bytes: reuseResponse(fetched.bytes, fetched.info, 0, msg, q) };
+  }
+
+  private async build(msg: Buffer, q: Query, name: string, match: Match | undefined, rules: RuleSet, serial: number): Promise<Resolved> {
+    // A static name outside the cluster's zone is a zone of its own for the SOA.
+    const zone = rules.inZone(name) ? rules.naming.cluster : name;
+    const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
+    if (match === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    const meta = { rule: match.rule.source, target: match.target.kind === 'fqdn' ? match.target.fqdn : [...match.target.v4, ...match.target.v6].join(',') };
+    if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
+      return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'rule', ...meta } };
+    }
+    let built: Built;
+    if (match.target.kind === 'ip') built = staticAnswer(msg, q, match.target, ctx);
+    else {
+      const chase = q.qtype === TYPE.A || q.qtype === TYPE.AAAA ? chasedRecords((await this.lookupUpstream(match.target.fqdn, q.qtype)).bytes, this.opts.ttl) : undefined;
+      if (chase && chase.rcode !== RCODE.NOERROR && chase.rcode !== RCODE.NXDOMAIN) {
+        throw new UpstreamError(`${this.opts.upstream.describe()} answered ${rcodeName(chase.rcode)} for ${match.target.fqdn}`, 'rcode');
+      }
+      built = cnameAnswer(msg, q, match.target.fqdn, chase, ctx);
+    }
+    return { bytes: built.bytes, info: noTtls, meta: { source: 'rule', ...meta, answer: built.answer } };
+  }
+
+  /** The upstream's answer for `name` (an upstream-side name, e.g. a rule's FQDN target), cached; retried over TCP when truncated. */
+  async lookupUpstream(name: string, qtype: number): Promise<Resolved> {
+    const query = encodeQuery(name, qtype);
+    const q = parseQuery(query) as Query;
+    const now = Date.now();
+    const hit = this.upstreamCache.get(q.key, now);
+    if (hit !== undefined) {
+      this.opts.metrics.cacheHits.upstream.inc();
+      return { bytes: reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, query, q), info: hit.info, meta: hit.meta };
+    }
+    this.opts.metrics.cacheMisses.upstream.inc();
+    return this.coalesce(`u${q.key}`, async () => {
+      const udp = await this.fetch(query, q.key, false);
+      return udp.bytes[2]! & 2 ? this.fetch(query, q.key, true) : udp;
+    });
+  }
+
+  private async fetch(query: Buffer, key: string, tcp: boolean): Promise<Resolved> {
+    const started = performance.now();
+    const bytes = await this.opts.upstream.exchange(query, tcp);
+    this.opts.metrics.upstream(tcp ? 'tcp' : 'udp', (performance.now() - started) / 1000);
+    const info = inspectResponse(bytes);
+    if (!info) throw new UpstreamError(`${this.opts.upstream.describe()} sent a malformed response`, 'mismatch');
+    const meta: AnswerMeta = { source: 'forward', target: this.opts.upstream.describe() };
+    this.upstreamCache.put(key, bytes, info, Date.now(), meta);
+    return { bytes, info, meta };
+  }
+
+  private coalesce(key: string, run: () => Promise<Resolved>): Promise<Resolved> {
+    let p = this.inflight.get(key);
+    if (p === undefined) {
+      p = run().finally(() => this.inflight.delete(key));
+      this.inflight.set(key, p);
+    }
+    return p;
+  }
+}

@@ -1,0 +1,123 @@
+// The DNS transports: UDP and TCP (RFC 7766 framing, pipelined) on one port. They hand raw messages to
+// the resolver and write back what it answers; nothing here decodes DNS.
+import dgram from 'node:dgram';
+import net from 'node:net';
+import type { Logger } from '../observability/log.js';
+import type { Resolver } from './resolver.js';
+
+export interface DnsServerOptions {
+  address: string;
+  /** 0 picks a free port (the same one for UDP and TCP). */
+  port: number;
+  resolver: Resolver;
+  log: Logger;
+  /** RFC 7766 §6.2.3 suggests seconds; idle TCP connections are closed after this. */
+  tcpIdleTimeoutMs?: number;
+  maxTcpConnections?: number;
+}
+
+export class DnsServer {
+  private udp?: dgram.Socket;
+  private tcp?: net.Server;
+  private readonly connections = new Set<net.Socket>();
+
+  constructor(private readonly opts: DnsServerOptions) {}
+
+  /** Binds both transports; rejects (instead of hanging, as dns2's listen does) when the port is taken. */
+  async start(): Promise<{ address: string; port: number }> {
+    // With port 0, UDP picks the port and TCP follows; another process may hold TCP on it, so retry.
+    for (let attempt = 0; ; attempt++) {
+      const udp = await this.bindUdp(this.opts.port);
+      const port = udp.address().port;
+      try {
+        this.tcp = await this.listenTcp(port);
+        this.udp = udp;
+        return { address: this.opts.address, port };
+      } catch (err) {
+        udp.close();
+        if (this.opts.port !== 0 || attempt >= 5) throw err;
+      }
+    }
+  }
+
+  private bindUdp(port: number): Promise<dgram.Socket> {
+    const socket = dgram.createSocket(net.isIPv6(this.opts.address) ? 'udp6' : 'udp4');
+    return new Promise((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(port, this.opts.address, () => {
+        socket.off('error', reject);
+        socket.on('error', (err) => this.opts.log.debug({ err }, 'dns udp send failed'));
+        // Bursts queue in the kernel while the event loop is busy; the default buffer drops them early.
+        try {
+          socket.setRecvBufferSize(4 << 20);
+        } catch {
+          // capped by net.core.rmem_max: keep what we got
+        }
+        socket.on('message', (msg, rinfo) => {
+          this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address));
+        });
+        resolve(socket);
+      });
+    });
+  }
+
+  private listenTcp(port: number): Promise<net.Server> {
+    // allowHalfOpen: a client may send its query and shut its side; the answer still goes out.
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.serveTcp(socket));
+    server.maxConnections = this.opts.maxTcpConnections ?? 1024;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, this.opts.address, () => {
+        server.off('error', reject);
+        server.on('error', (err) => this.opts.log.error({ err }, 'dns tcp server error'));
+        resolve(server);
+      });
+    });
+  }
+
+  private serveTcp(socket: net.Socket): void {
+    this.connections.add(socket);
+    let buffered = Buffer.alloc(0);
+    let inFlight = 0;
+    let peerEnded = false;
+    const reply = (response: Buffer) => {
+      inFlight--;
+      if (socket.destroyed) return;
+      const frame = Buffer.allocUnsafe(2 + response.length);
+      frame.writeUInt16BE(response.length, 0);
+      response.copy(frame, 2);
+      socket.write(frame);
+      if (peerEnded && inFlight === 0) socket.end();
+    };
+    socket.setTimeout(this.opts.tcpIdleTimeoutMs ?? 10_000, () => socket.destroy());
+    socket.on('data', (chunk) => {
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 2) {
+        const length = buffered.readUInt16BE(0);
+        if (buffered.length < 2 + length) break;
+        const msg = buffered.subarray(2, 2 + length);
+        buffered = buffered.subarray(2 + length);
+        inFlight++;
+        if (!this.opts.resolver.handle(msg, 'tcp', reply)) inFlight--;
+      }
+    });
+    socket.on('end', () => {
+      peerEnded = true;
+      if (inFlight === 0) socket.end();
+    });
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => this.connections.delete(socket));
+  }
+
+  async stop(): Promise<void> {
+    const udp = this.udp;
+    const tcp = this.tcp;
+    this.udp = undefined;
+    this.tcp = undefined;
+    for (const socket of this.connections) socket.destroy();
+    await Promise.all([
+      udp && new Promise<void>((resolve) => udp.close(() => resolve())),
+      tcp && new Promise<void>((resolve) => tcp.close(() => resolve())),
+    ]);
+  }
+}

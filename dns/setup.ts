@@ -1,0 +1,68 @@
+// Builds the DNS stack from flags: upstream, caches and resolver, the server on its port. Used by the
+// agent (when --cluster-name is set) and by `spoke-agent dns`.
+import { readFileSync } from 'node:fs';
+import type { Registry } from 'prom-client';
+import type { Logger } from '../observability/log.js';
+import type { RuleHolder } from '../rules/holder.js';
+import { DnsMetrics } from './metrics.js';
+import type { DnsFlagValues } from './options.js';
+import { Resolver } from './resolver.js';
+import { DnsServer } from './server.js';
+import { parseUpstream, Upstream, type UpstreamAddress, upstreamFromResolvConf } from './upstream.js';
+
+export interface DnsStack {
+  resolver: Resolver;
+  server: DnsServer;
+  /** Where the server listens (the port is the bound one when --dns-port=0). */
+  listening: { address: string; port: number };
+  close(): Promise<void>;
+}
+
+/** --dns-upstream, or the first nameserver of resolv.conf. Throws when there is neither. */
+export function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf = '/etc/resolv.conf'): UpstreamAddress {
+  if (values.dnsUpstream !== '') {
+    const parsed = parseUpstream(values.dnsUpstream);
+    if (typeof parsed === 'string') throw new Error(`--dns-upstream: ${parsed}`);
+    return parsed;
+  }
+  let text = '';
+  try {
+    text = readFileSync(resolvConf, 'utf8');
+  } catch (err) {
+    throw new Error(`no --dns-upstream and ${resolvConf} is unreadable: ${(err as Error).message}`);
+  }
+  const found = upstreamFromResolvConf(text);
+  if (!found) throw new Error(`no --dns-upstream and no nameserver in ${resolvConf}`);
+  return found;
+}
+
+export function createResolver(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger): Resolver {
+  const upstream = new Upstream(upstreamAddress(values), values.dnsUpstreamTimeout);
+  let resolver: Resolver | undefined;
+  const metrics = new DnsMetrics(registry, () => ({ answers: resolver?.answers.size ?? 0, upstream: resolver?.upstreamCache.size ?? 0 }));
+  resolver = new Resolver({ rules, upstream, forward: values.dnsForward, ttl: values.dnsTtl / 1000, cacheSize: values.dnsCacheSize, metrics, log });
+  return resolver;
+}
+
+/** Starts the DNS server; rejects when the port cannot be bound. */
+export async function startDns(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger): Promise<DnsStack> {
+  const resolver = createResolver(values, rules, registry, log);
+  const server = new DnsServer({ address: values.dnsBindAddress, port: values.dnsPort, resolver, log });
+  let listening: DnsStack['listening'];
+  try {
+    listening = await server.start();
+  } catch (err) {
+    resolver.close();
+    throw err;
+  }
+  log.info({ ...listening, upstream: resolver.upstreamDescription, forward: values.dnsForward }, 'DNS server listening (UDP and TCP)');
+  return {
+    resolver,
+    server,
+    listening,
+    async close() {
+      await server.stop();
+      resolver.close();
+    },
+  };
+}

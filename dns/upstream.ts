@@ -1,0 +1,144 @@
+// The upstream resolver (the cluster DNS): queries go out as raw bytes, so any record type is forwarded,
+// including those no codec here knows (dns2's own client answers SERVFAIL for HTTPS/SVCB). One UDP
+// socket carries every query, each under a fresh random ID; TCP opens a connection per query.
+import dgram from 'node:dgram';
+import { randomInt } from 'node:crypto';
+import { isIP, Socket } from 'node:net';
+import { sameQuestion } from './wire.js';
+
+export interface UpstreamAddress {
+  host: string;
+  port: number;
+}
+
+export class UpstreamError extends Error {
+  constructor(message: string, readonly reason: 'timeout' | 'network' | 'mismatch' | 'rcode') {
+    super(message);
+  }
+}
+
+/** `HOST`, `HOST:PORT` or `[IPV6]:PORT`; HOST must be an IP (resolving the resolver would be circular). */
+export function parseUpstream(text: string): UpstreamAddress | string {
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(text) ?? (isIP(text) === 6 ? [text, text, undefined] : /^([^:]+)(?::(\d+))?$/.exec(text));
+  const port = m?.[2] === undefined ? 53 : Number(m[2]);
+  if (!m || isIP(m[1]!) === 0) return `want IP, IP:PORT or [IPv6]:PORT, got "${text}"`;
+  if (port < 1 || port > 65535) return `port ${port} out of range`;
+  return { host: m[1]!, port };
+}
+
+/** The first `nameserver` of a resolv.conf: in a pod, the cluster DNS. */
+export function upstreamFromResolvConf(text: string): UpstreamAddress | undefined {
+  for (const line of text.split('\n')) {
+    const m = /^\s*nameserver\s+(\S+)/.exec(line);
+    const host = m?.[1]?.replace(/%.*$/, ''); // drop an IPv6 zone
+    if (host && isIP(host)) return { host, port: 53 };
+  }
+  return undefined;
+}
+
+interface Pending {
+  query: Buffer;
+  resolve: (response: Buffer) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class Upstream {
+  private socket?: dgram.Socket;
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(
+    readonly address: UpstreamAddress,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Sends `query` and returns the response with the query's own ID; rejects after the timeout. */
+  exchange(query: Buffer, tcp: boolean): Promise<Buffer> {
+    return tcp ? this.exchangeTcp(query) : this.exchangeUdp(query);
+  }
+
+  private udpSocket(): dgram.Socket {
+    if (this.socket) return this.socket;
+    const socket = dgram.createSocket(isIP(this.address.host) === 6 ? 'udp6' : 'udp4');
+    socket.on('message', (msg) => this.onUdpMessage(msg));
+    // Errors of a send are reported to its callback; what reaches here (e.g. ICMP unreachable on Linux) fails nothing in particular.
+    socket.on('error', () => undefined);
+    socket.unref();
+    this.socket = socket;
+    return socket;
+  }
+
+  private exchangeUdp(query: Buffer): Promise<Buffer> {
+    if (this.pending.size >= 0x8000) return Promise.reject(new UpstreamError('too many queries in flight', 'network'));
+    let id: number;
+    do id = randomInt(0x10000);
+    while (this.pending.has(id));
+    const out = Buffer.from(query);
+    out.writeUInt16BE(id, 0);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new UpstreamError(`no answer from ${this.describe()} within ${this.timeoutMs}ms`, 'timeout'));
+      }, this.timeoutMs);
+      this.pending.set(id, { query, resolve, reject, timer });
+      this.udpSocket().send(out, this.address.port, this.address.host, (err) => {
+        if (!err || !this.pending.delete(id)) return;
+        clearTimeout(timer);
+        reject(new UpstreamError(`${this.describe()}: ${err.message}`, 'network'));
+      });
+    });
+  }
+
+  private onUdpMessage(msg: Buffer): void {
+    if (msg.length < 12) return;
+    const p = this.pending.get(msg.readUInt16BE(0));
+    // A response must echo the question too (RFC 5452 §9.1): an ID alone is easy to guess.
+    if (!p || !sameQuestion(p.query, msg)) return;
+    this.pending.delete(msg.readUInt16BE(0));
+    clearTimeout(p.timer);
+    p.query.copy(msg, 0, 0, 2);
+    p.resolve(msg);
+  }
+
+  private exchangeTcp(query: Buffer): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      const socket = new Socket();
+      let buffered = Buffer.alloc(0);
+      const fail = (err: UpstreamError) => {
+        socket.destroy();
+        reject(err);
+      };
+      socket.setTimeout(this.timeoutMs, () => fail(new UpstreamError(`no answer from ${this.describe()} over TCP within ${this.timeoutMs}ms`, 'timeout')));
+      socket.on('error', (err) => fail(new UpstreamError(`${this.describe()}: ${err.message}`, 'network')));
+      socket.on('data', (chunk) => {
+        buffered = Buffer.concat([buffered, chunk]);
+        if (buffered.length < 2 || buffered.length < 2 + buffered.readUInt16BE(0)) return;
+        const response = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
+        socket.destroy();
+        if (response.length < 12 || response.readUInt16BE(0) !== query.readUInt16BE(0) || !sameQuestion(query, response)) {
+          reject(new UpstreamError(`${this.describe()} answered another question over TCP`, 'mismatch'));
+        } else resolve(response);
+      });
+      socket.on('end', () => fail(new UpstreamError(`${this.describe()} closed the TCP connection without an answer`, 'network')));
+      socket.connect(this.address.port, this.address.host, () => {
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(query.length);
+        socket.end(Buffer.concat([len, query]));
+      });
+    });
+  }
+
+  describe(): string {
+    return isIP(this.address.host) === 6 ? `[${this.address.host}]:${this.address.port}` : `${this.address.host}:${this.address.port}`;
+  }
+
+  close(): void {
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new UpstreamError('upstream closed', 'network'));
+    }
+    this.pending.clear();
+    this.socket?.close();
+    this.socket = undefined;
+  }
+}

@@ -1,0 +1,274 @@
+// The DNS server against real clients (dig, kdig, Node's dns.Resolver) over UDP and TCP, with a test
+// upstream on loopback playing the cluster DNS. Expectations quote dns/README.md.
+import { execFile } from 'node:child_process';
+import dgram from 'node:dgram';
+import { Resolver as NodeResolver } from 'node:dns/promises';
+import net from 'node:net';
+import { promisify } from 'node:util';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dialLookup, resolveForDial } from '../dns/dial.js';
+import { explain } from '../dns/explain.js';
+import { runResolveCommand } from '../dns/command.js';
+import type { DnsFlagValues } from '../dns/options.js';
+import { startDns } from '../dns/setup.js';
+import { createLogger } from '../observability/log.js';
+import { RuleHolder } from '../rules/holder.js';
+import { hashedServiceHost } from '../rules/naming.js';
+import { parseRules } from '../rules/rule-set.js';
+import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
+
+const run = promisify(execFile);
+const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
+const rulesFile = 'static:\n  - {name: echo.cluster1, target: 127.0.0.1}\n  - {name: pair.cluster1, target: [127.0.0.2, "::1"]}\n  - {name: alias.cluster1, target: ext.example.test}\n';
+
+function ruleSet(expose: string[]) {
+  const r = parseRules({ naming, expose, file: { origin: 'rules.yaml', content: rulesFile } });
+  if (!r.ok) throw new Error(r.errors.join('\n'));
+  return r.value;
+}
+
+const big = Array.from({ length: 60 }, (_, i) => ({ type: 1, address: `127.0.1.${i + 1}` }));
+const zone = {
+  'kubernetes.default.svc.cluster.test': [{ type: 1, address: '127.0.0.10' }],
+  'web.prod.svc.cluster.test': [{ type: 1, address: '127.0.0.11' }, { type: 28, address: '::1' }],
+  'big.prod.svc.cluster.test': big,
+  'ext.example.test': [{ type: 1, address: '127.0.0.20' }, { type: 16, data: 'hello' }, { type: 65, data: Buffer.from('0001000001000302683200', 'hex') }],
+};
+
+async function stack(upstream: TestUpstream, extra: Partial<DnsFlagValues> = {}, holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*']))) {
+  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, ...extra };
+  const registry = new Registry();
+  return { dns: await startDns(values, holder, registry, createLogger('silent')), holder, registry };
+}
+
+let upstream: TestUpstream;
+let main: Awaited<ReturnType<typeof stack>>;
+let port: number;
+
+const dig = async (...args: string[]) => (await run('dig', [`@127.0.0.1`, '-p', String(port), '+tries=1', '+time=3', ...args])).stdout;
+const kdig = async (...args: string[]) => (await run('kdig', [`@127.0.0.1`, '-p', String(port), '+retry=0', '+timeout=3', ...args])).stdout;
+
+beforeAll(async () => {
+  upstream = await startTestUpstream(zone);
+  main = await stack(upstream);
+  port = main.dns.listening.port;
+});
+afterAll(async () => {
+  await main?.dns.close();
+  await upstream?.close();
+});
+
+describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records")', () => {
+  it('answers <cluster> over UDP (dig) with AA, the CNAME and the address', async () => {
+    const out = await dig('cluster1', 'A');
+    expect(out).toMatch(/status: NOERROR/);
+    expect(out).toMatch(/flags: qr aa rd ra;/);
+    expect(out).toMatch(/^cluster1\.\s+5\s+IN\s+CNAME\s+kubernetes\.default\.svc\.cluster\.test\.$/m);
+    expect(out).toMatch(/^kubernetes\.default\.svc\.cluster\.test\.\s+5\s+IN\s+A\s+127\.0\.0\.10$/m);
+  });
+
+  it('answers <cluster>.<agent-namespace> and the hashed name over TCP (kdig)', async () => {
+    expect(await kdig('+tcp', 'cluster1.agent-ns', 'A')).toMatch(/CNAME\s+kubernetes\.default\.svc\.cluster\.test\./);
+    const hashed = hashedServiceHost('cluster1', 'prod', 'web');
+    const out = await kdig('+tcp', hashed, 'A');
+    expect(out).toMatch(/status: NOERROR/);
+    expect(out).toMatch(new RegExp(`^${hashed}\\.\\s+5\\s+IN\\s+CNAME\\s+web\\.prod\\.svc\\.cluster\\.test\\.$`, 'm'));
+  });
+
+  it('answers AAAA and keeps the query\'s case', async () => {
+    const out = await dig('WeB.PrOd.CLUSTER1', 'AAAA');
+    expect(out).toMatch(/^WeB\.PrOd\.CLUSTER1\.\s+5\s+IN\s+CNAME\s+web\.prod\.svc\.cluster\.test\.$/m);
+    expect(out).toMatch(/^web\.prod\.svc\.cluster\.test\.\s+5\s+IN\s+AAAA\s+::1$/m);
+  });
+
+  it('matches any Service of a NAMESPACE/* rule, and passes on the upstream NXDOMAIN', async () => {
+    const out = await dig('nothere.default.cluster1', 'A');
+    expect(out).toMatch(/status: NXDOMAIN/);
+    expect(out).toMatch(/CNAME\s+nothere\.default\.svc\.cluster\.test\./);
+  });
+
+  it('answers static IP targets directly, NODATA with the SOA for other types', async () => {
+    expect(await dig('+short', 'pair.cluster1', 'A')).toBe('127.0.0.2\n');
+    expect(await dig('+short', 'pair.cluster1', 'AAAA')).toBe('::1\n');
+    const out = await dig('pair.cluster1', 'TXT');
+    expect(out).toMatch(/status: NOERROR/);
+    expect(out).toMatch(/ANSWER: 0, AUTHORITY: 1/);
+    expect(out).toMatch(/^cluster1\.\s+5\s+IN\s+SOA\s+ns\.dns\.cluster1\. hostmaster\.cluster1\./m);
+  });
+
+  it('answers a static FQDN target as a CNAME', async () => {
+    expect(await dig('+short', 'alias.cluster1', 'A')).toBe('ext.example.test.\n127.0.0.20\n');
+  });
+
+  it('gives NXDOMAIN with AA and the SOA for a name in the cluster zone that no rule matches', async () => {
+    const out = await dig('nope.prod.cluster1', 'A');
+    expect(out).toMatch(/status: NXDOMAIN/);
+    expect(out).toMatch(/flags: qr aa rd ra;/);
+    expect(out).toMatch(/AUTHORITY: 1/);
+  });
+
+  it('truncates over the UDP budget (TC) and gives the full answer over TCP', async () => {
+    const udp = await dig('+ignore', '+noedns', 'big.prod.cluster1', 'A');
+    expect(udp).toMatch(/flags: qr aa tc rd ra;/);
+    expect(udp).toMatch(/ANSWER: 0/);
+    const retried = await dig('+noedns', 'big.prod.cluster1', 'A');
+    expect(retried).toMatch(/Truncated, retrying in TCP mode/);
+    expect(retried).toMatch(/ANSWER: 61/);
+    expect(await kdig('+tcp', 'big.prod.cluster1', 'A')).toMatch(/ANSWER: 61/);
+  });
+
+  it('echoes EDNS (OPT with our UDP size) and answers BADVERS to EDNS version 1', async () => {
+    const out = await dig('+edns=0', '+bufsize=4096', 'web.prod.cluster1', 'A');
+    expect(out).toMatch(/OPT PSEUDOSECTION:\n; EDNS: version: 0, flags:; udp: 1232/);
+    const bad = await dig('+edns=1', '+noednsnegotiation', 'web.prod.cluster1', 'A');
+    expect(bad).toMatch(/status: BADVERS/);
+  });
+
+  it('works with Node\'s dns.Resolver over UDP', async () => {
+    const r = new NodeResolver({ timeout: 2000, tries: 1 });
+    r.setServers([`127.0.0.1:${port}`]);
+    expect(await r.resolve4('web.prod.cluster1')).toEqual(['127.0.0.11']);
+    expect(await r.resolve6('web.prod.cluster1')).toEqual(['::1']);
+    expect(await r.resolveCname('cluster1')).toEqual(['kubernetes.default.svc.cluster.test']);
+    await expect(r.resolve4('nope.prod.cluster1')).rejects.toMatchObject({ code: 'ENOTFOUND' });
+  });
+
+  it('serves a replaced rule set at once', async () => {
+    const holder = new RuleHolder(ruleSet([]));
+    const s = await stack(upstream, {}, holder);
+    try {
+      const ask = async () => (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A'])).stdout;
+      expect(await ask()).toBe('');
+      holder.replace(ruleSet(['prod/web']));
+      expect(await ask()).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
+    } finally {
+      await s.dns.close();
+    }
+  });
+});
+
+describe('other names ("forwarded byte-for-byte to the upstream")', () => {
+  it('forwards A and TXT with RA and without AA, and caches the answer', async () => {
+    const out = await dig('ext.example.test', 'A');
+    expect(out).toMatch(/flags: qr rd ra;/);
+    expect(out).toMatch(/127\.0\.0\.20/);
+    const seen = upstream.queries.filter((q) => q === 'ext.example.test A').length;
+    await dig('EXT.example.test', 'A');
+    expect(upstream.queries.filter((q) => q === 'ext.example.test A').length).toBe(seen);
+    expect(await kdig('+tcp', 'ext.example.test', 'TXT')).toMatch(/"hello"/);
+  });
+
+  it('forwards a type dns2 has no codec for (HTTPS), over UDP and TCP', async () => {
+    for (const out of [await dig('ext.example.test', 'HTTPS'), await kdig('+tcp', 'ext.example.test', 'TYPE65')]) {
+      expect(out).toMatch(/status: NOERROR/);
+      expect(out).toMatch(/ANSWER: 1/);
+    }
+  });
+
+  it('refuses them with --dns-forward=false', async () => {
+    const s = await stack(upstream, { dnsForward: false });
+    try {
+      const { stdout } = await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), 'ext.example.test', 'A']);
+      expect(stdout).toMatch(/status: REFUSED/);
+    } finally {
+      await s.dns.close();
+    }
+  });
+});
+
+describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded time")', () => {
+  it('answers SERVFAIL for rewritten and forwarded names', async () => {
+    const silent = await startTestUpstream(zone);
+    silent.silent = true;
+    const s = await stack(silent, { dnsUpstreamTimeout: 300 });
+    try {
+      for (const name of ['cluster1', 'ext.example.test']) {
+        const started = Date.now();
+        const { stdout } = await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', name, 'A']);
+        expect(stdout).toMatch(/status: SERVFAIL/);
+        expect(Date.now() - started).toBeLessThan(2000);
+      }
+      expect(await s.registry.getSingleMetricAsString('spoke_agent_dns_upstream_errors_total')).toMatch(/reason="timeout"} 2/);
+    } finally {
+      await s.dns.close();
+      await silent.close();
+    }
+  });
+});
+
+describe('malformed input', () => {
+  const send = (bytes: Buffer) =>
+    new Promise<Buffer | undefined>((resolve) => {
+      const socket = dgram.createSocket('udp4');
+      const timer = setTimeout(() => (socket.close(), resolve(undefined)), 300);
+      socket.on('message', (m: Buffer) => (clearTimeout(timer), socket.close(), resolve(m)));
+      socket.send(bytes, port, '127.0.0.1');
+    });
+
+  it('drops what carries no ID or is a response, FORMERRs a bad question, NOTIMPs other opcodes', async () => {
+    expect(await send(Buffer.from([1, 2, 3]))).toBeUndefined();
+    expect(await send(Buffer.from('abcd800000010000000000000000', 'hex'))).toBeUndefined();
+    const twoQuestions = await send(Buffer.from('abcd01000002000000000000', 'hex'));
+    expect(twoQuestions!.toString('hex')).toBe('abcd81010000000000000000');
+    const notify = await send(Buffer.from('abcd20000001000000000000', 'hex'));
+    expect(notify![3]! & 0xf).toBe(4);
+  });
+});
+
+describe('the agent\'s resolver ("a lookup-compatible function" and resolveForDial)', () => {
+  it('resolves rule targets through the upstream and names the rule', async () => {
+    const r = await resolveForDial(main.dns.resolver, 'Web.Prod.Cluster1');
+    expect(r).toMatchObject({ via: 'rule', addresses: [{ address: '127.0.0.11', family: 4 }, { address: '::1', family: 6 }], match: { rule: { source: '--expose=prod/web' } } });
+    expect((await resolveForDial(main.dns.resolver, 'pair.cluster1')).addresses).toEqual([{ address: '127.0.0.2', family: 4 }, { address: '::1', family: 6 }]);
+    expect(await resolveForDial(main.dns.resolver, '127.0.0.5')).toMatchObject({ via: 'literal' });
+    await expect(resolveForDial(main.dns.resolver, 'nope.prod.cluster1')).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    await expect(resolveForDial(main.dns.resolver, 'nothere.default.cluster1')).rejects.toThrow(/nothere.default.svc.cluster.test does not exist/);
+    expect(await resolveForDial(main.dns.resolver, 'elsewhere.test', async () => [{ address: '127.0.0.9', family: 4 }])).toMatchObject({ via: 'system', addresses: [{ address: '127.0.0.9' }] });
+  });
+
+  it('connects net.connect({ lookup }) to a static target', async () => {
+    const server = net.createServer((s) => s.end('hi'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const socket = net.connect({ host: 'echo.cluster1', port: (server.address() as net.AddressInfo).port, lookup: dialLookup(main.dns.resolver) });
+      const data = await new Promise<string>((resolve, reject) => {
+        socket.on('data', (d) => resolve(d.toString()));
+        socket.on('error', reject);
+      });
+      expect(data).toBe('hi');
+      socket.destroy();
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('debugging', () => {
+  it('explains a name: rule, target, answer', async () => {
+    const e = await explain(main.dns.resolver, 'web.prod.cluster1');
+    expect(e).toMatchObject({ action: 'rule', rule: { source: '--expose=prod/web', kind: 'service' }, target: 'web.prod.svc.cluster.test', rcode: 'NOERROR' });
+    expect(e.answer.map((r) => `${r.type} ${r.data}`)).toEqual(['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11']);
+    expect(await explain(main.dns.resolver, 'x.y.cluster1')).toMatchObject({ action: 'nxdomain', rcode: 'NXDOMAIN' });
+    expect(await explain(main.dns.resolver, 'ext.example.test')).toMatchObject({ action: 'forward', rcode: 'NOERROR' });
+  });
+
+  it('spoke-agent resolve asks the server and prints the chain', async () => {
+    let text = '';
+    const out = { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream;
+    const code = await runResolveCommand(['web.prod.cluster1', `--dns-port=${port}`, '--health-server-port=1', '--timeout=500ms'], out);
+    expect(code).toBe(0);
+    expect(text).toMatch(/NOERROR in [\d.]+ms, flags qr aa rd ra/);
+    expect(text).toMatch(/;; CNAME chain: web.prod.cluster1 -> web.prod.svc.cluster.test/);
+    expect(text).toMatch(/;; addresses: 127.0.0.11/);
+    expect(text).toMatch(/no explanation: .* unreachable/);
+  });
+
+  it('counts requests, responses by rcode and cache hits', async () => {
+    const metrics = await main.registry.metrics();
+    expect(metrics).toMatch(/spoke_agent_dns_requests_total\{proto="udp",type="A"\} \d+/);
+    expect(metrics).toMatch(/spoke_agent_dns_responses_total\{rcode="NXDOMAIN",source="zone"\} \d+/);
+    expect(metrics).toMatch(/spoke_agent_dns_cache_hits_total\{cache="upstream"\} [1-9]/);
+    expect(metrics).toMatch(/spoke_agent_dns_upstream_duration_seconds_count\{proto="udp"\} [1-9]/);
+  });
+});

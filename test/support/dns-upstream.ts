@@ -1,0 +1,106 @@
+// A small authoritative-looking DNS server on loopback that plays the cluster DNS in tests: UDP and
+// TCP on one port, records from a table, TC over the requester's UDP budget, NXDOMAIN with an SOA.
+// `silent` makes it swallow queries (an upstream that is down).
+import dgram from 'node:dgram';
+import net from 'node:net';
+import dns2 from 'dns2';
+
+const { Packet } = dns2;
+
+export interface TestRecord {
+  type: number;
+  ttl?: number;
+  address?: string;
+  domain?: string;
+  data?: string | Buffer | string[];
+}
+
+export interface TestUpstream {
+  port: number;
+  address: string;
+  /** Queries seen, as "name TYPE". */
+  queries: string[];
+  silent: boolean;
+  close(): Promise<void>;
+}
+
+export async function startTestUpstream(zone: Record<string, TestRecord[]>): Promise<TestUpstream> {
+  const udp = dgram.createSocket('udp4');
+  await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+  const port = udp.address().port;
+  const state: TestUpstream = {
+    port,
+    address: '127.0.0.1',
+    queries: [],
+    silent: false,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await Promise.all([new Promise((r) => udp.close(() => r(undefined))), new Promise((r) => tcp.close(() => r(undefined)))]);
+    },
+  };
+
+  const answer = (msg: Buffer, viaUdp: boolean): Buffer | undefined => {
+    const query = Packet.parse(msg);
+    const q = query.questions[0];
+    if (!q) return undefined;
+    state.queries.push(`${q.name.toLowerCase()} ${Packet.typeName(q.type)}`);
+    if (state.silent) return undefined;
+    const response = Packet.createResponseFromRequest(query);
+    response.header.ra = 1;
+    const records = zone[q.name.toLowerCase()];
+    let name = q.name;
+    if (!records) {
+      response.header.rcode = Packet.RCODE.NXDOMAIN;
+      response.authorities.push({ name: 'test', type: Packet.TYPE.SOA, class: 1, ttl: 60, primary: 'ns.test', admin: 'hostmaster.test', serial: 1, refresh: 60, retry: 60, expiration: 60, minimum: 30 } as never);
+    } else {
+      // Follow a CNAME inside the table, as a recursive resolver does.
+      for (let chain = records; chain; ) {
+        const cname = chain.find((r) => r.type === Packet.TYPE.CNAME);
+        for (const r of chain) if (r.type === q.type || r.type === Packet.TYPE.CNAME) response.answers.push({ name, class: 1, ttl: 30, ...r } as never);
+        if (!cname || q.type === Packet.TYPE.CNAME) break;
+        name = cname.domain!;
+        chain = zone[name]!;
+      }
+      if (response.answers.length === 0) {
+        response.authorities.push({ name: 'test', type: Packet.TYPE.SOA, class: 1, ttl: 60, primary: 'ns.test', admin: 'hostmaster.test', serial: 1, refresh: 60, retry: 60, expiration: 60, minimum: 30 } as never);
+      }
+    }
+    const opt = query.additionals.find((r) => r.type === Packet.TYPE.EDNS);
+    if (opt) response.additionals.push(Packet.Resource.EDNS([], { udpPayloadSize: 1232 }) as never);
+    const bytes = response.toBuffer();
+    const budget = opt ? Math.max(512, opt.class) : 512;
+    if (viaUdp && bytes.length > budget) {
+      response.header.tc = 1;
+      response.answers = [];
+      response.authorities = [];
+      return response.toBuffer();
+    }
+    return bytes;
+  };
+
+  udp.on('message', (msg, rinfo) => {
+    const out = answer(msg, true);
+    if (out) udp.send(out, rinfo.port, rinfo.address);
+  });
+  const sockets = new Set<net.Socket>();
+  const tcp = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    let buffered = Buffer.alloc(0);
+    socket.on('data', (chunk) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
+        const msg = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
+        buffered = buffered.subarray(2 + msg.length);
+        const out = answer(msg, false);
+        if (!out) continue;
+        const len = Buffer.alloc(2);
+        len.writeUInt16BE(out.length);
+        socket.write(Buffer.concat([len, out]));
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => tcp.listen(port, '127.0.0.1', resolve));
+  return state;
+}
