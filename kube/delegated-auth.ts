@@ -1,0 +1,114 @@
+// Delegated authentication and authorization, as extension API servers do it: the spoke's API server
+// says who a bearer token belongs to (TokenReview) and whether that user may `get` a non-resource URL
+// (SubjectAccessReview). Decisions are cached briefly (keyed by a hash of the token), so a scraper
+// costs two reviews per cache period, not two per request. API errors are not cached.
+import { createHash } from 'node:crypto';
+import type http from 'node:http';
+import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Guard } from '../observability/health-server.js';
+import type { Logger } from '../observability/log.js';
+import type { KubeMetrics } from './metrics.js';
+
+export interface UserInfo {
+  username: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
+/** The two questions put to the API server; an implementation over client-node is `apiReviewer`. */
+export interface Reviewer {
+  /** The token's user, or undefined when the API server does not accept the token. */
+  authenticate(token: string): Promise<UserInfo | undefined>;
+  /** Whether `user` may `verb` the non-resource URL `path`. */
+  authorize(user: UserInfo, verb: string, path: string): Promise<{ allowed: boolean; reason?: string }>;
+}
+
+export function apiReviewer(kc: KubeConfig): Reviewer {
+  const authn = kc.makeApiClient(AuthenticationV1Api);
+  const authz = kc.makeApiClient(AuthorizationV1Api);
+  return {
+    async authenticate(token) {
+      const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
+      const user = review.status?.user;
+      if (!review.status?.authenticated || !user?.username) return undefined;
+      return { username: user.username, uid: user.uid, groups: user.groups, extra: user.extra };
+    },
+    async authorize(user, verb, path) {
+      const review = await authz.createSubjectAccessReview({
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, nonResourceAttributes: { verb, path } },
+        },
+      });
+      return { allowed: review.status?.allowed === true, reason: review.status?.reason };
+    },
+  };
+}
+
+type Decision = { status: 200 } | { status: 401; message: string } | { status: 403; message: string };
+
+export interface DelegatedAuthOptions {
+  reviewer: Reviewer;
+  /** The non-resource URL checked with verb `get`, e.g. /debug/spoke-agent or /metrics. */
+  path: string;
+  log: Logger;
+  metrics: KubeMetrics;
+  cacheTtlMs?: number;
+  maxCacheEntries?: number;
+  now?: () => number;
+}
+
+export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
+  const ttl = opts.cacheTtlMs ?? 10_000;
+  const maxEntries = opts.maxCacheEntries ?? 1024;
+  const now = opts.now ?? Date.now;
+  const cache = new Map<string, { decision: Decision; expires: number }>();
+
+  const decide = async (token: string): Promise<Decision> => {
+    const user = await opts.reviewer.authenticate(token);
+    if (!user) return { status: 401, message: 'Unauthorized: the API server does not accept this token' };
+    const { allowed, reason } = await opts.reviewer.authorize(user, 'get', opts.path);
+    if (!allowed) return { status: 403, message: `Forbidden: user "${user.username}" cannot get path "${opts.path}"${reason ? `: ${reason}` : ''}` };
+    return { status: 200 };
+  };
+
+  const answer = (res: http.ServerResponse, d: Exclude<Decision, { status: 200 }>) => {
+    const headers: Record<string, string> = { 'content-type': 'text/plain; charset=utf-8' };
+    if (d.status === 401) headers['www-authenticate'] = 'Bearer realm="spoke-agent"';
+    res.writeHead(d.status, headers).end(`${d.message}\n`);
+  };
+  const result = (d: Decision) => (d.status === 200 ? 'allowed' : d.status === 401 ? 'unauthenticated' : 'forbidden');
+
+  return async (req, res) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (!match) {
+      opts.metrics.authDecisions.inc({ result: 'unauthenticated', cached: 'false' });
+      answer(res, { status: 401, message: 'Unauthorized: send a bearer token (Authorization: Bearer <token>)' });
+      return false;
+    }
+    const key = createHash('sha256').update(match[1]!).digest('base64');
+    const t = now();
+    let hit = cache.get(key);
+    if (hit && hit.expires <= t) cache.delete(key), (hit = undefined);
+    let decision: Decision;
+    if (hit) decision = hit.decision;
+    else {
+      try {
+        decision = await decide(match[1]!);
+      } catch (err) {
+        opts.metrics.authDecisions.inc({ result: 'error', cached: 'false' });
+        opts.log.error({ error: (err as Error).message, path: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
+        res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('authentication is unavailable: the API server did not answer\n');
+        return false;
+      }
+      if (cache.size >= maxEntries) cache.delete(cache.keys().next().value!);
+      cache.set(key, { decision, expires: t + ttl });
+    }
+    opts.metrics.authDecisions.inc({ result: result(decision), cached: hit ? 'true' : 'false' });
+    if (decision.status === 200) return true;
+    answer(res, decision);
+    return false;
+  };
+}

@@ -1,0 +1,84 @@
+// The latest of each Kubernetes source (ConfigMap rules, Services, selected namespaces) and the step
+// that turns them into the rules in force: recompute on every change, apply when valid and different,
+// otherwise log why and keep the last good rules.
+import type { V1ConfigMap, V1Namespace, V1Service } from '@kubernetes/client-node';
+import type { RuleHolder } from '../rules/holder.js';
+import type { NamingContext } from '../rules/naming.js';
+import type { Logger } from '../observability/log.js';
+import { autoExposed, type ServiceInfo } from './auto-expose.js';
+import { composeRules, configMapRules, sameRules, type RuleText } from './compose.js';
+import type { KubeMetrics } from './metrics.js';
+
+export interface KubeRuleSourceOptions {
+  naming: NamingContext;
+  expose: readonly string[];
+  rulesFile?: RuleText;
+  /** NAMESPACE/NAME of the rules ConfigMap, for messages. */
+  configMapRef: string;
+  annotation: string;
+  holder: RuleHolder;
+  log: Logger;
+  metrics: KubeMetrics;
+}
+
+export class KubeRuleSource {
+  private configMap?: RuleText;
+  private services: ServiceInfo[] = [];
+  private namespaces = new Set<string>();
+  /** The last problem reported, so a relist of the same bad object is not logged again at warn. */
+  private lastProblem = '';
+
+  constructor(private readonly opts: KubeRuleSourceOptions) {}
+
+  setConfigMap(items: readonly V1ConfigMap[]): void {
+    const rules = configMapRules(this.opts.configMapRef, items[0]);
+    if (typeof rules === 'string') return this.reject([rules]);
+    if (rules === undefined && this.configMap !== undefined) this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
+    this.configMap = rules;
+    this.recompute();
+  }
+
+  setServices(items: readonly V1Service[]): void {
+    this.services = items.map((s) => ({ namespace: s.metadata?.namespace ?? '', name: s.metadata?.name ?? '', annotations: s.metadata?.annotations ?? {} }));
+    this.recompute();
+  }
+
+  setNamespaces(items: readonly V1Namespace[]): void {
+    this.namespaces = new Set(items.map((n) => n.metadata?.name ?? ''));
+    this.recompute();
+  }
+
+  private recompute(): void {
+    const { opts } = this;
+    const exposed = autoExposed(this.services, { annotation: opts.annotation, namespaces: this.namespaces });
+    const result = composeRules({
+      naming: opts.naming,
+      expose: opts.expose,
+      files: [opts.rulesFile, this.configMap].filter((f): f is RuleText => f !== undefined),
+      autoExposed: exposed,
+      services: this.services,
+    });
+    if (!result.ok) return this.reject(result.errors);
+    this.lastProblem = '';
+    opts.metrics.autoExposed.set(exposed.length);
+    if (sameRules(result.value, opts.holder.current)) {
+      opts.metrics.ruleUpdates.inc({ result: 'unchanged' });
+      return;
+    }
+    const before = new Set(opts.holder.current.hosts());
+    const after = new Set(result.value.hosts());
+    opts.holder.replace(result.value);
+    opts.metrics.ruleUpdates.inc({ result: 'applied' });
+    const added = [...after].filter((h) => !before.has(h));
+    const removed = [...before].filter((h) => !after.has(h));
+    opts.log.info({ names: after.size, added: added.slice(0, 20), removed: removed.slice(0, 20) }, 'rules updated from the Kubernetes API');
+  }
+
+  private reject(errors: string[]): void {
+    this.opts.metrics.ruleUpdates.inc({ result: 'rejected' });
+    const problem = errors.join('; ');
+    const level = problem === this.lastProblem ? 'debug' : 'error';
+    this.lastProblem = problem;
+    this.opts.log[level]({ errors }, 'rules rejected: the last good rules stay in force');
+  }
+}
