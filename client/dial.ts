@@ -1,0 +1,79 @@
+// The konnectivity-client equivalent for Node programs on the hub: open one TCP connection through the
+// proxy-server and an agent, as a Duplex stream. See client/README.md.
+import type { Duplex } from 'node:stream';
+import { dialGrpc } from './grpc-tunnel.js';
+import { dialHttpConnect } from './http-connect-tunnel.js';
+
+export interface DialOptions {
+  /** `grpc`: one ProxyService/Proxy stream per dial. `http-connect`: a CONNECT request. */
+  mode: 'grpc' | 'http-connect';
+  proxyHost: string;
+  proxyPort: number;
+  /**
+   * PEM text. TLS is used when any of them is given (`ca` to verify the proxy-server, `cert`+`key`
+   * for mTLS); with none, the connection to the proxy-server is plaintext.
+   */
+  ca?: string | Buffer;
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** `host:port` to reach from the agent's side. */
+  address: string;
+  /** Until the agent answers the dial; default 30 s, the Go client's backstop. */
+  timeoutMs?: number;
+  /** Timings and packets, for `--verbose`. */
+  onEvent?: (event: DialEvent) => void;
+}
+
+/** `ms` is the time since the dial started. */
+export type DialEvent =
+  | { kind: 'connected'; ms: number; to: string }
+  | { kind: 'sent' | 'received'; ms: number; packet: string; detail?: string }
+  | { kind: 'established'; ms: number; connectID?: string }
+  | { kind: 'closed'; ms: number; reason: string };
+
+/** A dial that failed; the message is the proxy-server's or the agent's text where there is one. */
+export class DialError extends Error {
+  constructor(
+    message: string,
+    /** The HTTP status of a refused CONNECT. */
+    readonly httpStatus?: number,
+  ) {
+    super(message);
+    this.name = 'DialError';
+  }
+}
+
+export const defaultDialTimeoutMs = 30_000;
+
+/** TLS or not, and the event clock, for both modes. */
+export interface DialContext {
+  tls: boolean;
+  timeoutMs: number;
+  event: (e: DialEvent) => void;
+  elapsed: () => number;
+}
+
+export function dialContext(opts: DialOptions): DialContext {
+  const start = performance.now();
+  const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
+  return {
+    tls: opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined,
+    timeoutMs: opts.timeoutMs ?? defaultDialTimeoutMs,
+    event: opts.onEvent ?? (() => {}),
+    elapsed,
+  };
+}
+
+/** `host:port`, bracketing an IPv6 host. */
+export const joinHostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
+
+/**
+ * Resolves with the connection once the agent has dialed `address`; rejects with a DialError carrying
+ * the hub's text ("No agent available", the agent's dial error) otherwise.
+ *
+ * The stream has no half-close, like the protocol: `end()` or `destroy()` closes the connection
+ * (CLOSE_REQ, or DIAL_CLS before the dial completed), and the remote side closing ends both directions.
+ */
+export function dialThroughProxy(opts: DialOptions): Promise<Duplex> {
+  return opts.mode === 'grpc' ? dialGrpc(opts, dialContext(opts)) : dialHttpConnect(opts, dialContext(opts));
+}

@@ -1,0 +1,174 @@
+// gRPC mode: one channel and one ProxyService/Proxy stream per dial, like the Go konnectivity-client's
+// CreateSingleUseGrpcTunnel (ANP konnectivity-client/pkg/client/client.go, conn.go).
+import { Duplex } from 'node:stream';
+import * as grpc from '@grpc/grpc-js';
+import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
+import { DialError, joinHostPort, type DialContext, type DialOptions } from './dial.js';
+import { newRandom } from './random.js';
+
+/** gRPC refuses messages over 4 MiB by default; smaller ones also keep flow control fine-grained. */
+const maxDataBytes = 64 * 1024;
+/** conn.go CloseTimeout: how long end() waits for CLOSE_RSP. */
+const closeTimeoutMs = 10_000;
+
+type ProxyCall = grpc.ClientDuplexStream<OutPacket, Packet>;
+
+function describe(pkt: Packet | OutPacket): string | undefined {
+  const p = pkt as Packet;
+  switch (pkt.type) {
+    case PacketType.DIAL_REQ:
+      return `address=${p.dialRequest!.address} random=${p.dialRequest!.random}`;
+    case PacketType.DIAL_RSP:
+      return `random=${p.dialResponse!.random} connectID=${p.dialResponse!.connectID ?? '0'}${p.dialResponse!.error ? ` error=${JSON.stringify(p.dialResponse!.error)}` : ''}`;
+    case PacketType.DATA:
+      return `connectID=${p.data!.connectID} bytes=${p.data!.data.length}`;
+    case PacketType.CLOSE_REQ:
+      return `connectID=${p.closeRequest!.connectID}`;
+    case PacketType.CLOSE_RSP:
+      return `connectID=${p.closeResponse!.connectID}${p.closeResponse!.error ? ` error=${JSON.stringify(p.closeResponse!.error)}` : ''}`;
+    case PacketType.DIAL_CLS:
+      return `random=${p.closeDial!.random}`;
+    default:
+      return undefined;
+  }
+}
+
+class GrpcTunnel extends Duplex {
+  connectID = '0';
+  /** CLOSE_RSP received, or the stream ended: nothing more to send. */
+  private finished = false;
+  private closeSent = false;
+  private onCloseRsp?: () => void;
+
+  constructor(
+    client: grpc.Client,
+    private readonly call: ProxyCall,
+    readonly random: string,
+    private readonly ctx: DialContext,
+  ) {
+    super({ allowHalfOpen: false });
+    call.on('status', () => client.close());
+  }
+
+  send(pkt: OutPacket): boolean {
+    this.ctx.event({ kind: 'sent', ms: this.ctx.elapsed(), packet: packetTypeName(pkt.type), detail: describe(pkt) });
+    return this.call.write(pkt);
+  }
+
+  /** Packets after DIAL_RSP. */
+  receive(pkt: Packet): void {
+    switch (pkt.type) {
+      case PacketType.DATA:
+        if (pkt.data?.connectID !== this.connectID) return;
+        if (!this.push(pkt.data.data)) this.call.pause();
+        return;
+      case PacketType.CLOSE_RSP:
+        if (pkt.closeResponse?.connectID !== this.connectID) return;
+        this.remoteClosed(pkt.closeResponse.error ? `CLOSE_RSP: ${pkt.closeResponse.error}` : 'CLOSE_RSP');
+        return;
+    }
+  }
+
+  /** The connection is over: end reading, and the stream to the hub (Go: closeTunnel). */
+  remoteClosed(reason: string): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.ctx.event({ kind: 'closed', ms: this.ctx.elapsed(), reason });
+    this.push(null);
+    if (!this.call.writableEnded) this.call.end();
+    this.onCloseRsp?.();
+  }
+
+  /** CLOSE_REQ once; DIAL_CLS if the dial never completed. */
+  private sendClose(): void {
+    if (this.closeSent || this.finished) return;
+    this.closeSent = true;
+    if (this.connectID === '0') this.send({ type: PacketType.DIAL_CLS, closeDial: { random: this.random } });
+    else this.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: this.connectID } });
+  }
+
+  override _read(): void {
+    if (this.call.isPaused()) this.call.resume();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (this.finished || this.closeSent) return cb(new Error('tunnel closed'));
+    let writable = true;
+    for (let at = 0; at < chunk.length; at += maxDataBytes) {
+      writable = this.send({ type: PacketType.DATA, data: { connectID: this.connectID, data: chunk.subarray(at, at + maxDataBytes) } });
+    }
+    if (writable) cb();
+    else this.call.once('drain', () => cb());
+  }
+
+  /** end(): CLOSE_REQ, then wait for CLOSE_RSP (Go's conn.Close), at most 10 s. */
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.finished) return cb();
+    const timer = setTimeout(() => this.remoteClosed('close timeout'), closeTimeoutMs);
+    this.onCloseRsp = () => {
+      clearTimeout(timer);
+      cb();
+    };
+    this.sendClose();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.sendClose();
+    if (!this.call.writableEnded) this.call.end();
+    // Give the close packet a moment to leave, then drop the stream regardless.
+    setTimeout(() => this.call.cancel(), closeTimeoutMs).unref();
+    cb(err);
+  }
+}
+
+export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
+  const target = joinHostPort(opts.proxyHost, opts.proxyPort);
+  const creds = ctx.tls
+    ? grpc.credentials.createSsl(opts.ca ? Buffer.from(opts.ca) : null, opts.key ? Buffer.from(opts.key) : null, opts.cert ? Buffer.from(opts.cert) : null)
+    : grpc.credentials.createInsecure();
+  // A channel of its own per dial, as CreateSingleUseGrpcTunnel does.
+  const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1 });
+  const call = (client as unknown as { Proxy(): ProxyCall }).Proxy();
+  const random = newRandom();
+  const tunnel = new GrpcTunnel(client, call, random, ctx);
+
+  return new Promise((resolve, reject) => {
+    let dialing = true;
+    const fail = (message: string) => {
+      if (!dialing) return;
+      dialing = false;
+      clearTimeout(timer);
+      ctx.event({ kind: 'closed', ms: ctx.elapsed(), reason: message });
+      if (!call.writableEnded) call.end();
+      setTimeout(() => call.cancel(), 1000).unref();
+      reject(new DialError(message));
+    };
+    const timer = setTimeout(() => {
+      // Go sends DIAL_CLS on its backstop and closes the tunnel.
+      tunnel.send({ type: PacketType.DIAL_CLS, closeDial: { random } });
+      fail(`dial timeout after ${ctx.timeoutMs} ms`);
+    }, ctx.timeoutMs);
+
+    call.on('metadata', () => ctx.event({ kind: 'connected', ms: ctx.elapsed(), to: target }));
+    call.on('data', (pkt: Packet) => {
+      ctx.event({ kind: 'received', ms: ctx.elapsed(), packet: packetTypeName(pkt.type), detail: describe(pkt) });
+      if (!dialing) return tunnel.receive(pkt);
+      if (pkt.type === PacketType.DIAL_RSP && pkt.dialResponse?.random === random) {
+        if (pkt.dialResponse.error) return fail(pkt.dialResponse.error);
+        dialing = false;
+        clearTimeout(timer);
+        tunnel.connectID = pkt.dialResponse.connectID;
+        ctx.event({ kind: 'established', ms: ctx.elapsed(), connectID: tunnel.connectID });
+        resolve(tunnel);
+      } else if (pkt.type === PacketType.DIAL_CLS && pkt.closeDial?.random === random) {
+        fail('dial closed');
+      }
+    });
+    call.on('end', () => (dialing ? fail('tunnel closed') : tunnel.remoteClosed('stream ended')));
+    call.on('error', (err: grpc.ServiceError) => {
+      if (dialing) fail(err.details || err.message);
+      else if (err.code !== grpc.status.CANCELLED) tunnel.destroy(new Error(err.details || err.message));
+    });
+    tunnel.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: opts.address, random } });
+  });
+}
