@@ -1,0 +1,92 @@
+// grpc-go's server keepalive enforcement, which grpc-js lacks: a client that pings more often than
+// MinTime gets a strike; past two strikes the server sends GOAWAY ENHANCE_YOUR_CALM "too_many_pings"
+// and drops the connection. Writing data or headers to the client forgives the strikes.
+// (grpc-go internal/transport/http2_server.go handlePing; the Go proxy-server's agent port uses
+// MinTime 30 s with PermitWithoutStream, its frontend port grpc-go's defaults.)
+import http2 from 'node:http2';
+import type { Server } from '@grpc/grpc-js';
+import type { Logger } from '../observability/log.js';
+
+export interface EnforcementPolicy {
+  minTimeMs: number;
+  permitWithoutStream: boolean;
+}
+
+/** `--agent-port`: keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true} */
+export const agentPortPolicy: EnforcementPolicy = { minTimeMs: 30_000, permitWithoutStream: true };
+/** grpc-go's default, which the frontend port keeps. */
+export const defaultPolicy: EnforcementPolicy = { minTimeMs: 5 * 60_000, permitWithoutStream: false };
+
+const maxPingStrikes = 2;
+/** grpc-go's defaultPingTimeout: the bar for pings on a connection with no stream. */
+const idlePingMinMs = 2 * 60 * 60_000;
+
+/** Per connection. */
+export class PingStrikes {
+  private lastPingAt = -Infinity;
+  private strikes = 0;
+  private forgiven = false;
+
+  constructor(private readonly policy: EnforcementPolicy) {}
+
+  /** Data or headers went to the client. */
+  wrote(): void {
+    this.forgiven = true;
+  }
+
+  /** True when this ping is one too many and the connection must go. */
+  ping(now: number, activeStreams: number): boolean {
+    const last = this.lastPingAt;
+    this.lastPingAt = now;
+    if (this.forgiven) {
+      this.forgiven = false;
+      this.strikes = 0;
+      return false;
+    }
+    const minMs = activeStreams < 1 && !this.policy.permitWithoutStream ? idlePingMinMs : this.policy.minTimeMs;
+    if (last + minMs > now) this.strikes++;
+    return this.strikes > maxPingStrikes;
+  }
+}
+
+/** The key grpc-js's call.getPeer() gives for the connection, so a call can find its strikes. */
+export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string {
+  return socket?.remoteAddress && socket.remotePort ? `${socket.remoteAddress}:${socket.remotePort}` : 'unknown';
+}
+
+const tooManyPings = Buffer.from('too_many_pings');
+
+/**
+ * Watches the PING frames of every connection of a bound grpc-js server. grpc-js gives no hook for
+ * this, so it reads the server's `http2Servers` map, which is private to @grpc/grpc-js (pinned in
+ * package.json); if that changes shape, enforcement is skipped with a warning rather than failing.
+ */
+export function enforcePingPolicy(server: Server, policy: EnforcementPolicy, log: Logger): Map<string, PingStrikes> {
+  const byPeer = new Map<string, PingStrikes>();
+  const http2Servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
+  if (!(http2Servers instanceof Map)) {
+    log.warn('grpc-js internals changed: ping enforcement is off');
+    return byPeer;
+  }
+  for (const h2 of http2Servers.keys()) {
+    h2.on('session', (session: http2.ServerHttp2Session) => {
+      const peer = peerOf(session.socket);
+      const strikes = new PingStrikes(policy);
+      byPeer.set(peer, strikes);
+      let streams = 0;
+      session.on('stream', (stream) => {
+        streams++;
+        stream.once('close', () => streams--);
+      });
+      session.on('ping', () => {
+        if (!strikes.ping(Date.now(), streams)) return;
+        log.warn({ peer }, 'client pings too often: GOAWAY too_many_pings');
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, tooManyPings);
+        // Let the GOAWAY frame leave before the connection does.
+        setTimeout(() => session.destroy(), 100).unref();
+      });
+      session.once('close', () => byPeer.delete(peer));
+    });
+  }
+  return byPeer;
+}

@@ -1,0 +1,291 @@
+// The routing state between agent streams and frontends: pending dials keyed by `random`, established
+// connections keyed by (agentID, connectID), and what to do with each packet an agent sends. This is
+// the Go server's ProxyServer core (ANP pkg/server/server.go: PendingDialManager, established,
+// serveRecvBackend), without its listeners.
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../observability/log.js';
+import { PacketType, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
+import { Backends, type Backend, type ProxyStrategy } from './backends.js';
+import type { Identifiers } from './identifiers.js';
+
+/** One agent stream (Go's Backend), as the switchboard uses it. */
+export interface AgentLink extends Backend {
+  readonly serverID: string;
+  readonly closed: boolean;
+  /** After a DRAIN from the agent. */
+  markDraining(): void;
+  /** Queues a packet; false when the stream is backed up (wait for `onceWritable`). */
+  send(pkt: OutPacket): boolean;
+  onceWritable(cb: () => void): void;
+  /** Stops reading from the agent while `token` (a backed-up frontend) holds it. */
+  hold(token: object): void;
+  release(token: object): void;
+}
+
+/** One frontend dial: a gRPC Proxy stream or an HTTP CONNECT socket (Go's ProxyClientConnection). */
+export interface FrontendLink {
+  readonly mode: 'grpc' | 'http-connect';
+  readonly closed: boolean;
+  /** Hands over a packet from the agent; false when the frontend is backed up. */
+  deliver(pkt: Packet): boolean;
+  onceWritable(cb: () => void): void;
+  /** Called once DIAL_RSP without error has been delivered and the connection is established. */
+  established?(tunnel: Tunnel): void;
+  /** The agent stream of a pending dial ended (only HTTP CONNECT reacts, as in Go). */
+  agentGone?(): void;
+}
+
+export interface Tunnel {
+  readonly random: string;
+  readonly address: string;
+  readonly agent: AgentLink;
+  readonly frontend: FrontendLink;
+  readonly start: number;
+  connectID?: string;
+}
+
+/** Go's dial_failure_count reasons. */
+export type DialFailureReason = 'no_agent' | 'error_response' | 'unrecognized_response' | 'send_rsp' | 'backend_close' | 'backend_dial_timeout' | 'frontend_close';
+
+export interface HubCounters {
+  dialFailures: Record<DialFailureReason, number>;
+  /** Packets missing the payload their type calls for, from either side. */
+  malformedPackets: number;
+  /** DATA or CLOSE_RSP from an agent for a connectID with no frontend. */
+  unknownConnectID: number;
+  /** Packets a frontend sent after its stream stopped being served. */
+  discardedPackets: number;
+}
+
+export interface AgentInfo {
+  agentID: string;
+  identifiers: Identifiers;
+  serverID: string;
+  draining: boolean;
+}
+
+export const agentInfo = (a: AgentLink): AgentInfo => ({ agentID: a.agentID, identifiers: a.identifiers, serverID: a.serverID, draining: a.draining });
+
+export interface SwitchboardEvents {
+  agentConnected: [AgentInfo];
+  agentDisconnected: [AgentInfo];
+  /** Every packet received from an agent, before it is routed. */
+  agentPacket: [AgentInfo, Packet];
+}
+
+const payloadOf: Record<number, keyof Packet> = {
+  [PacketType.DIAL_REQ]: 'dialRequest',
+  [PacketType.DIAL_RSP]: 'dialResponse',
+  [PacketType.CLOSE_REQ]: 'closeRequest',
+  [PacketType.CLOSE_RSP]: 'closeResponse',
+  [PacketType.DATA]: 'data',
+  [PacketType.DIAL_CLS]: 'closeDial',
+};
+
+/** True when the packet carries the payload its type needs (DRAIN and unknown types need none). */
+export function wellFormed(pkt: Packet): boolean {
+  const key = payloadOf[pkt.type];
+  return key === undefined || pkt[key] != null;
+}
+
+export class Switchboard {
+  readonly backends: Backends<AgentLink>;
+  private readonly agents = new Set<AgentLink>();
+  private readonly pending = new Map<string, Tunnel>();
+  private readonly established = new Map<string, Map<string, Tunnel>>();
+  readonly counters: HubCounters = {
+    dialFailures: { no_agent: 0, error_response: 0, unrecognized_response: 0, send_rsp: 0, backend_close: 0, backend_dial_timeout: 0, frontend_close: 0 },
+    malformedPackets: 0,
+    unknownConnectID: 0,
+    discardedPackets: 0,
+  };
+
+  readonly events = new EventEmitter<SwitchboardEvents>();
+
+  constructor(
+    strategies: readonly ProxyStrategy[],
+    private readonly log: Logger,
+    random?: () => number,
+  ) {
+    this.backends = new Backends(strategies, random);
+  }
+
+  listAgents(): AgentInfo[] {
+    return [...this.agents].map(agentInfo);
+  }
+
+  findAgents(agentID: string): AgentLink[] {
+    return [...this.agents].filter((a) => a.agentID === agentID);
+  }
+
+  addAgent(agent: AgentLink): void {
+    this.agents.add(agent);
+    this.backends.add(agent);
+    this.events.emit('agentConnected', agentInfo(agent));
+  }
+
+  /**
+   * The agent stream ended: established connections through it get CLOSE_RSP. Pending dials stay
+   * pending (Go's TODO #126) but their frontend hears of it.
+   */
+  removeAgent(agent: AgentLink): void {
+    if (!this.agents.delete(agent)) return;
+    this.backends.remove(agent);
+    for (const tunnel of this.pending.values()) if (tunnel.agent === agent) tunnel.frontend.agentGone?.();
+    const conns = this.established.get(agent.agentID);
+    for (const [connectID, tunnel] of conns ?? []) {
+      if (tunnel.agent !== agent) continue;
+      conns!.delete(connectID);
+      this.deliver(tunnel, { type: PacketType.CLOSE_RSP, closeResponse: { error: '', connectID } });
+    }
+    if (conns?.size === 0) this.established.delete(agent.agentID);
+    this.events.emit('agentDisconnected', agentInfo(agent));
+  }
+
+  dialFailed(reason: DialFailureReason): void {
+    this.counters.dialFailures[reason]++;
+  }
+
+  addPending(tunnel: Tunnel): void {
+    this.pending.set(tunnel.random, tunnel);
+  }
+
+  removePending(random: string): Tunnel | undefined {
+    const tunnel = this.pending.get(random);
+    this.pending.delete(random);
+    return tunnel;
+  }
+
+  /** Forgets every dial and connection of a frontend that went away; the caller tells the agents. */
+  removeForFrontend(frontend: FrontendLink): { pending: Tunnel[]; established: Tunnel[] } {
+    const pending = [...this.pending.values()].filter((t) => t.frontend === frontend);
+    for (const t of pending) this.pending.delete(t.random);
+    const established: Tunnel[] = [];
+    for (const [agentID, conns] of this.established) {
+      for (const [connectID, t] of conns) {
+        if (t.frontend !== frontend) continue;
+        conns.delete(connectID);
+        established.push(t);
+      }
+      if (conns.size === 0) this.established.delete(agentID);
+    }
+    return { pending, established };
+  }
+
+  private addEstablished(tunnel: Tunnel, connectID: string): void {
+    tunnel.connectID = connectID;
+    const agentID = tunnel.agent.agentID;
+    let conns = this.established.get(agentID);
+    if (!conns) this.established.set(agentID, (conns = new Map()));
+    conns.set(connectID, tunnel);
+  }
+
+  private removeEstablished(agentID: string, connectID: string): Tunnel | undefined {
+    const conns = this.established.get(agentID);
+    const tunnel = conns?.get(connectID);
+    if (!tunnel) return undefined;
+    conns!.delete(connectID);
+    if (conns!.size === 0) this.established.delete(agentID);
+    return tunnel;
+  }
+
+  closeOnAgent(agent: AgentLink, connectID: string, reason: string): void {
+    this.log.debug({ agentID: agent.agentID, connectID, reason }, 'CLOSE_REQ to agent');
+    agent.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } });
+  }
+
+  /**
+   * False when the frontend is gone (Go's failed send). A backed-up frontend pauses the agent stream
+   * it reads from, as Go's blocking Send does.
+   */
+  private deliver(tunnel: Tunnel, pkt: Packet | OutPacket): boolean {
+    const { frontend, agent } = tunnel;
+    if (frontend.closed) return false;
+    if (!frontend.deliver(pkt as Packet)) {
+      agent.hold(frontend);
+      frontend.onceWritable(() => agent.release(frontend));
+    }
+    return true;
+  }
+
+  /** Routes one packet from an agent (Go's serveRecvBackend). */
+  fromAgent(agent: AgentLink, pkt: Packet): void {
+    this.events.emit('agentPacket', agentInfo(agent), pkt);
+    const log = this.log;
+    if (!wellFormed(pkt)) {
+      this.counters.malformedPackets++;
+      log.warn({ agentID: agent.agentID, type: packetTypeName(pkt.type) }, 'packet from agent without its payload; dropped');
+      return;
+    }
+    switch (pkt.type) {
+      case PacketType.DIAL_RSP: {
+        const { random, connectID, error } = pkt.dialResponse!;
+        const tunnel = this.removePending(random);
+        if (!tunnel) {
+          log.info({ agentID: agent.agentID, random, connectID }, 'DIAL_RSP not recognized; dropped');
+          this.dialFailed('unrecognized_response');
+          if (connectID !== '0') this.closeOnAgent(agent, connectID, 'unknown dial id');
+          return;
+        }
+        if (error) {
+          log.info({ agentID: agent.agentID, random, error }, 'DIAL_RSP contains failure');
+          this.dialFailed('error_response');
+        }
+        if (!this.deliver(tunnel, pkt)) {
+          if (!error) this.dialFailed('send_rsp');
+          this.closeOnAgent(agent, connectID, 'dial error');
+          return;
+        }
+        if (error) return;
+        this.addEstablished(tunnel, connectID);
+        log.debug({ agentID: agent.agentID, random, connectID, address: tunnel.address, ms: Date.now() - tunnel.start }, 'proxy connection established');
+        tunnel.frontend.established?.(tunnel);
+        return;
+      }
+      case PacketType.DIAL_CLS: {
+        const tunnel = this.removePending(pkt.closeDial!.random);
+        if (!tunnel) {
+          log.info({ agentID: agent.agentID, random: pkt.closeDial!.random }, 'DIAL_CLS not recognized; dropped');
+          return;
+        }
+        this.deliver(tunnel, pkt);
+        this.dialFailed('backend_close');
+        return;
+      }
+      case PacketType.DATA: {
+        const { connectID } = pkt.data!;
+        if (connectID === '0') {
+          this.counters.malformedPackets++;
+          log.warn({ agentID: agent.agentID }, 'DATA from agent without connectID; dropped');
+          return;
+        }
+        const tunnel = this.established.get(agent.agentID)?.get(connectID);
+        if (!tunnel) {
+          this.counters.unknownConnectID++;
+          log.info({ agentID: agent.agentID, connectID }, 'DATA for unknown connectID; closing it on the agent');
+          this.closeOnAgent(agent, connectID, 'missing frontend');
+          return;
+        }
+        this.deliver(tunnel, pkt);
+        return;
+      }
+      case PacketType.CLOSE_RSP: {
+        const tunnel = this.removeEstablished(agent.agentID, pkt.closeResponse!.connectID);
+        if (!tunnel) {
+          // Normal after the frontend already went away.
+          this.counters.unknownConnectID++;
+          log.debug({ agentID: agent.agentID, connectID: pkt.closeResponse!.connectID }, 'CLOSE_RSP for unknown connectID');
+          return;
+        }
+        this.deliver(tunnel, pkt);
+        return;
+      }
+      case PacketType.DRAIN:
+        log.info({ agentID: agent.agentID }, 'agent is draining');
+        agent.markDraining();
+        return;
+      default:
+        log.debug({ agentID: agent.agentID, type: packetTypeName(pkt.type) }, 'ignoring packet from agent');
+    }
+  }
+}
