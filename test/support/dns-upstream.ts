@@ -40,7 +40,12 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>): Pro
   };
 
   const answer = (msg: Buffer, viaUdp: boolean): Buffer | undefined => {
-    const query = Packet.parse(msg);
+    let query: dns2.Packet;
+    try {
+      query = Packet.parse(msg);
+    } catch {
+      return undefined; // garbage forwarded by a fuzz test
+    }
     const q = query.questions[0];
     if (!q) return undefined;
     state.queries.push(`${q.name.toLowerCase()} ${Packet.typeName(q.type)}`);
