@@ -32,7 +32,20 @@ export function configMapRules(ref: string, cm: V1ConfigMap | undefined): RuleTe
   return { origin: `configmap ${ref} ${present[0]}`, content: cm.data![present[0]!]! };
 }
 
-export function composeRules(s: RuleSources): Result<RuleSet> {
+/**
+ * The rules, or every problem. An auto-exposed Service that collides with an explicit rule is left
+ * out (listed in `skipped`) rather than failing everything: explicit rules win.
+ */
+export function composeRules(s: RuleSources): Result<RuleSet> & { skipped?: string[] } {
+  const result = compose(s);
+  if (result.ok || s.autoExposed.length === 0) return result;
+  const culprits = s.autoExposed.filter((r) => result.errors.some((e) => e.includes(r.source)));
+  if (culprits.length === 0 || !result.errors.every((e) => culprits.some((r) => e.includes(r.source)))) return result;
+  const retry = compose({ ...s, autoExposed: s.autoExposed.filter((r) => !culprits.includes(r)) });
+  return retry.ok ? { ...retry, skipped: result.errors } : result;
+}
+
+function compose(s: RuleSources): Result<RuleSet> {
   const errors: string[] = [];
   const spec: RuleSpec = { expose: [], static: [] };
   for (const value of s.expose) {

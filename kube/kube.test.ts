@@ -52,6 +52,22 @@ describe('composing rules', () => {
   });
 });
 
+describe('auto-expose collisions', () => {
+  it('leaves out an auto-exposed Service that collides with an explicit rule, and says so', () => {
+    const r = composeRules({
+      naming,
+      expose: [],
+      files: [{ origin: 'cm', content: 'static: [{name: web.prod.cluster1, target: 10.0.0.7}]' }],
+      autoExposed: autoExposed([{ namespace: 'prod', name: 'web', annotations: { k: 'true' } }, { namespace: 'prod', name: 'api', annotations: { k: 'true' } }], { annotation: 'k', namespaces: new Set() }),
+      services: [],
+    });
+    if (!r.ok) throw new Error(r.errors.join());
+    expect(r.value.match('web.prod.cluster1')?.target).toEqual({ kind: 'ip', v4: ['10.0.0.7'], v6: [] });
+    expect(r.value.match('api.prod.cluster1')).toBeDefined();
+    expect(r.skipped?.[0]).toMatch(/collides with auto-expose prod\/web/);
+  });
+});
+
 describe('flags', () => {
   it('parses and checks the kube group', () => {
     const { values } = parseFlags(kubeFlags, ['--rules-configmap=spoke/rules', '--allowed-cidrs=10.0.0.0/8,fd00::/8', '--auto-expose-namespace-selector=team=a']);

@@ -34,8 +34,10 @@ export class KubeRuleSource {
     const rules = configMapRules(this.opts.configMapRef, items[0]);
     if (typeof rules === 'string') return this.reject([rules]);
     if (rules === undefined && this.configMap !== undefined) this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
+    const previous = this.configMap;
     this.configMap = rules;
-    this.recompute();
+    // A bad edit is rejected whole: the last good text stays, so other sources keep applying.
+    if (!this.recompute()) this.configMap = previous;
   }
 
   setServices(items: readonly V1Service[]): void {
@@ -48,7 +50,8 @@ export class KubeRuleSource {
     this.recompute();
   }
 
-  private recompute(): void {
+  /** False when the sources do not make valid rules (then nothing changed). */
+  private recompute(): boolean {
     const { opts } = this;
     const exposed = autoExposed(this.services, { annotation: opts.annotation, namespaces: this.namespaces });
     const result = composeRules({
@@ -58,12 +61,13 @@ export class KubeRuleSource {
       autoExposed: exposed,
       services: this.services,
     });
-    if (!result.ok) return this.reject(result.errors);
-    this.lastProblem = '';
+    if (!result.ok) return this.reject(result.errors), false;
+    if (result.skipped) this.report('warn', result.skipped, 'auto-exposed Services left out: they collide with explicit rules');
+    else this.lastProblem = '';
     opts.metrics.autoExposed.set(exposed.length);
     if (sameRules(result.value, opts.holder.current)) {
       opts.metrics.ruleUpdates.inc({ result: 'unchanged' });
-      return;
+      return true;
     }
     const before = new Set(opts.holder.current.hosts());
     const after = new Set(result.value.hosts());
@@ -72,13 +76,18 @@ export class KubeRuleSource {
     const added = [...after].filter((h) => !before.has(h));
     const removed = [...before].filter((h) => !after.has(h));
     opts.log.info({ names: after.size, added: added.slice(0, 20), removed: removed.slice(0, 20) }, 'rules updated from the Kubernetes API');
+    return true;
   }
 
   private reject(errors: string[]): void {
     this.opts.metrics.ruleUpdates.inc({ result: 'rejected' });
+    this.report('error', errors, 'rules rejected: the last good rules stay in force');
+  }
+
+  /** Logs a problem; the same problem again (a relist) only at debug. */
+  private report(level: 'warn' | 'error', errors: string[], msg: string): void {
     const problem = errors.join('; ');
-    const level = problem === this.lastProblem ? 'debug' : 'error';
+    this.opts.log[problem === this.lastProblem ? 'debug' : level]({ errors }, msg);
     this.lastProblem = problem;
-    this.opts.log[level]({ errors }, 'rules rejected: the last good rules stay in force');
   }
 }

@@ -1,0 +1,129 @@
+// What the agent command calls: start the watches that feed the rules (the rules ConfigMap, and with
+// --auto-expose the Services and the selected namespaces), and build the /debug and /metrics guards.
+import { readFileSync } from 'node:fs';
+import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Namespace, type V1Service } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
+import type { Guard } from '../observability/health-server.js';
+import type { Logger } from '../observability/log.js';
+import type { RuleHolder } from '../rules/holder.js';
+import { normalizeName } from '../rules/naming.js';
+import type { RuleFlagValues } from '../rules/options.js';
+import { inCluster, loadKubeConfig } from './config.js';
+import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
+import { KubeMetrics } from './metrics.js';
+import { parseObjectRef, type KubeOptions } from './options.js';
+import { KubeRuleSource } from './rule-source.js';
+import { ResilientWatch } from './watch.js';
+
+/** The metrics, per registry: the sources and the guards share them. */
+const metricsByRegistry = new WeakMap<Registry, KubeMetrics>();
+function kubeMetrics(registry: Registry): KubeMetrics {
+  let m = metricsByRegistry.get(registry);
+  if (!m) metricsByRegistry.set(registry, (m = new KubeMetrics(registry)));
+  return m;
+}
+
+export interface KubeSourcesOptions {
+  kube: KubeOptions;
+  rules: RuleFlagValues;
+  holder: RuleHolder;
+  log: Logger;
+  registry: Registry;
+  /** Default: from --kubeconfig or the pod's service account. */
+  kubeConfig?: KubeConfig;
+  /** Watch restart backoff; tests shorten it. */
+  backoff?: { initialMs: number; capMs: number };
+  readFile?: (path: string) => string;
+}
+
+/** Whether any Kubernetes source of rules is configured. */
+export function wantsKubeSources(o: KubeOptions): boolean {
+  return o.rulesConfigmap !== '' || o.autoExpose;
+}
+
+/**
+ * Starts the watches and returns the function that stops them. Throws (a message for the operator)
+ * when sources are configured but there are no rules (--cluster-name) or no API server to ask.
+ */
+export function startKubeSources(o: KubeSourcesOptions): () => void {
+  if (!wantsKubeSources(o.kube)) return () => {};
+  const flags = o.kube.rulesConfigmap !== '' ? '--rules-configmap' : '--auto-expose';
+  if (o.rules.clusterName === '') throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
+  const kc = o.kubeConfig ?? loadKubeConfig(o.kube.kubeconfig);
+  if (!kc) throw new Error(`${flags} needs --kubeconfig, or running in a pod with a service account`);
+  const metrics = kubeMetrics(o.registry);
+  const log = o.log.child({ component: 'kube' });
+  const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
+  const source = new KubeRuleSource({
+    naming: { cluster: o.rules.clusterName, agentNamespace: o.rules.agentNamespace, clusterDomain: normalizeName(o.rules.clusterDomain) },
+    expose: o.rules.expose,
+    rulesFile: o.rules.rulesFile === '' ? undefined : { origin: `--rules-file=${o.rules.rulesFile}`, content: readFile(o.rules.rulesFile) },
+    configMapRef: o.kube.rulesConfigmap,
+    annotation: o.kube.autoExposeAnnotation,
+    holder: o.holder,
+    log,
+    metrics,
+  });
+  const core = kc.makeApiClient(CoreV1Api);
+  const common = { kubeConfig: kc, log, metrics, resyncMs: o.kube.kubeResync, backoff: o.backoff };
+  const watches: Array<ResilientWatch<V1ConfigMap> | ResilientWatch<V1Service> | ResilientWatch<V1Namespace>> = [];
+
+  if (o.kube.rulesConfigmap !== '') {
+    const ref = parseObjectRef(o.kube.rulesConfigmap);
+    if (typeof ref === 'string') throw new Error(`--rules-configmap: ${ref}`);
+    // A field selector on the name lets a namespaced Role with resourceNames grant list and watch.
+    const fieldSelector = `metadata.name=${ref.name}`;
+    watches.push(
+      new ResilientWatch<V1ConfigMap>({
+        ...common,
+        spec: { resource: 'configmap', path: `/api/v1/namespaces/${ref.namespace}/configmaps`, fieldSelector, list: () => core.listNamespacedConfigMap({ namespace: ref.namespace, fieldSelector }) },
+        onList: (items) => source.setConfigMap(items),
+      }),
+    );
+  }
+  if (o.kube.autoExpose) {
+    watches.push(
+      new ResilientWatch<V1Service>({
+        ...common,
+        spec: { resource: 'services', path: '/api/v1/services', list: () => core.listServiceForAllNamespaces() },
+        onList: (items) => source.setServices(items),
+      }),
+    );
+    const labelSelector = o.kube.autoExposeNamespaceSelector;
+    if (labelSelector !== '') {
+      watches.push(
+        new ResilientWatch<V1Namespace>({
+          ...common,
+          spec: { resource: 'namespaces', path: '/api/v1/namespaces', labelSelector, list: () => core.listNamespace({ labelSelector }) },
+          onList: (items) => source.setNamespaces(items),
+        }),
+      );
+    }
+  }
+  for (const w of watches) w.start();
+  log.info({ configmap: o.kube.rulesConfigmap || undefined, autoExpose: o.kube.autoExpose, namespaceSelector: o.kube.autoExposeNamespaceSelector || undefined }, 'watching the Kubernetes API for rules');
+  return () => {
+    for (const w of watches) w.stop();
+  };
+}
+
+export interface Guards {
+  /** For every /debug/* route; undefined when delegated auth is off. */
+  debug?: Guard;
+  /** For /metrics (HealthServer.protectMetrics); undefined unless --metrics-auth. */
+  metrics?: Guard;
+}
+
+/** The guards --debug-auth and --metrics-auth ask for. Throws when auth is required but there is no API server. */
+export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Registry; kubeConfig?: KubeConfig; env?: NodeJS.ProcessEnv }): Guards {
+  const debugOn = o.kube.debugAuth === 'true' || (o.kube.debugAuth === 'auto' && inCluster(o.env));
+  if (!debugOn && !o.kube.metricsAuth) return {};
+  const kc = o.kubeConfig ?? loadKubeConfig(o.kube.kubeconfig, o.env);
+  if (!kc) throw new Error(`${debugOn ? '--debug-auth=true' : '--metrics-auth'} needs --kubeconfig, or running in a pod with a service account`);
+  const reviewer = apiReviewer(kc);
+  const common = { reviewer, log: o.log.child({ component: 'delegated-auth' }), metrics: kubeMetrics(o.registry) };
+  return {
+    debug: debugOn ? delegatedAuthGuard({ ...common, path: o.kube.debugAuthPath }) : undefined,
+    metrics: o.kube.metricsAuth ? delegatedAuthGuard({ ...common, path: '/metrics' }) : undefined,
+  };
+}

@@ -1,0 +1,139 @@
+// A list+watch that assumes the API server will misbehave. client-node's ListWatch handles a normal
+// watch end and 410 Gone, but stops for good on any other error (a 500, connection refused): here any
+// error starts it over with backoff. A periodic relist on a fresh ListWatch is the watchdog against
+// watches that go quiet. Consumers get the whole current list, never deltas, so nothing is lost
+// across a restart; while failing, nothing is emitted and the last list stays in force.
+import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Backoff } from '../agent/backoff.js';
+import type { Logger } from '../observability/log.js';
+import type { KubeMetrics, Resource } from './metrics.js';
+
+export interface WatchSpec<T extends KubernetesObject> {
+  resource: Resource;
+  /** The collection's API path, e.g. /api/v1/namespaces/ns/configmaps. */
+  path: string;
+  /** Lists with the same selectors as the watch. */
+  list: () => Promise<KubernetesListObject<T>>;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+export interface ResilientWatchOptions<T extends KubernetesObject> {
+  kubeConfig: KubeConfig;
+  spec: WatchSpec<T>;
+  /** The full current list after the first sync and after every change. */
+  onList: (objects: readonly T[]) => void;
+  log: Logger;
+  metrics: KubeMetrics;
+  resyncMs: number;
+  backoff?: { initialMs: number; capMs: number };
+  /** Longest pause before re-opening a watch that ended normally (client-node grows it to 30 s on a quiet watch). */
+  rewatchCapMs?: number;
+}
+
+export class ResilientWatch<T extends KubernetesObject> {
+  private readonly backoff: Backoff;
+  private informer?: ListWatch<T>;
+  /** Bumped on every (re)start: callbacks of an older informer are ignored. */
+  private generation = 0;
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(private readonly opts: ResilientWatchOptions<T>) {
+    this.backoff = new Backoff(opts.backoff ?? { initialMs: 500, capMs: 30_000 });
+  }
+
+  start(): void {
+    void this.run();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.generation++;
+    clearTimeout(this.timer);
+    this.retire();
+  }
+
+  private get resource(): Resource {
+    return this.opts.spec.resource;
+  }
+
+  private async run(): Promise<void> {
+    if (this.stopped) return;
+    const generation = ++this.generation;
+    const { spec, metrics } = this.opts;
+    const current = () => generation === this.generation && !this.stopped;
+    // client-node waits up to 30 s (doubling from 1 s on a quiet watch) before re-watching after a normal
+    // end, and a change made meanwhile waits too: cap it. Its delay does not check for stop(), so a
+    // retired informer parks here instead of opening one more watch.
+    const cap = this.opts.rewatchCapMs ?? 1000;
+    const delayFn = async (ms: number) => {
+      await sleep(Math.min(ms, cap));
+      if (!current()) await new Promise<never>(() => {});
+    };
+    const informer = new ListWatch<T>(spec.path, new Watch(this.opts.kubeConfig), spec.list, false, spec.labelSelector, spec.fieldSelector, { delayFn });
+    this.informer = informer;
+    let synced = false;
+    const changed = () => {
+      if (!current()) return;
+      metrics.lastEvent.set({ resource: this.resource }, Date.now() / 1000);
+      if (synced) this.opts.onList(informer.list());
+    };
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, changed);
+    informer.on('error', (err: unknown) => current() && this.fail(err));
+    // The watchdog also covers a list or watch request that hangs.
+    this.timer = setTimeout(() => {
+      if (!current()) return;
+      metrics.watchRestarts.inc({ resource: this.resource, reason: 'resync' });
+      this.opts.log.debug({ resource: this.resource }, 'periodic relist');
+      this.retire();
+      void this.run();
+    }, this.opts.resyncMs);
+    this.timer.unref();
+    try {
+      await informer.start(); // lists, then opens the watch; failures arrive as 'error'
+    } catch (err) {
+      if (current()) this.fail(err);
+      return;
+    }
+    if (!current()) return;
+    synced = true;
+    this.backoff.reset();
+    metrics.watchSynced.set({ resource: this.resource }, 1);
+    metrics.lastEvent.set({ resource: this.resource }, Date.now() / 1000);
+    this.opts.onList(informer.list());
+  }
+
+  private fail(err: unknown): void {
+    const wait = this.backoff.next();
+    this.opts.metrics.watchErrors.inc({ resource: this.resource });
+    this.opts.metrics.watchSynced.set({ resource: this.resource }, 0);
+    this.opts.log.warn({ resource: this.resource, error: describe(err), retryInMs: Math.round(wait) }, 'watch failed; keeping the last known objects and retrying');
+    this.generation++;
+    clearTimeout(this.timer);
+    this.retire();
+    this.timer = setTimeout(() => {
+      this.opts.metrics.watchRestarts.inc({ resource: this.resource, reason: 'error' });
+      void this.run();
+    }, wait);
+    this.timer.unref();
+  }
+
+  /** Stops the current informer; its own stop() reports an abort 'error', which `current()` ignores. */
+  private retire(): void {
+    const informer = this.informer;
+    this.informer = undefined;
+    void informer?.stop();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown; statusCode?: unknown }).statusCode ?? (err as { code?: unknown }).code;
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    // client-node's ApiException message carries the body and headers: the first line says enough.
+    return [code !== undefined ? `${code}` : '', err.message.split('\n')[0], cause ? `(${cause})` : ''].filter(Boolean).join(' ');
+  }
+  return String(err);
+}
