@@ -1,0 +1,76 @@
+// /debug and /metrics behind delegated authentication, with the fake API server answering
+// TokenReview and SubjectAccessReview.
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseFlags } from '../cmd/flags.js';
+import { kubeFlags } from '../kube/options.js';
+import { authGuards } from '../kube/sources.js';
+import { HealthServer } from '../observability/health-server.js';
+import { createLogger } from '../observability/log.js';
+import { FakeApiServer } from './support/fake-apiserver.js';
+
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+let api: FakeApiServer;
+let health: HealthServer;
+let base = '';
+
+beforeAll(async () => {
+  api = await FakeApiServer.start();
+  api.users.set('alice-token', { username: 'alice', groups: ['ops'] });
+  api.users.set('bob-token', { username: 'bob' });
+  api.users.set('prom-token', { username: 'system:serviceaccount:monitoring:prometheus' });
+  api.allowed.add('alice get /debug/spoke-agent');
+  api.allowed.add('system:serviceaccount:monitoring:prometheus get /metrics');
+  const registry = new Registry();
+  const { values } = parseFlags(kubeFlags, [`--kubeconfig=${api.kubeconfigPath}`, '--debug-auth=true', '--metrics-auth']);
+  const guards = authGuards({ kube: values, log, registry, env: {} });
+  health = new HealthServer({ host: '127.0.0.1', port: 0, registry, log });
+  health.addRoute('/debug/rules', (_req, res) => void res.writeHead(200).end('rules'), guards.debug);
+  if (guards.metrics) health.protectMetrics(guards.metrics);
+  base = `http://127.0.0.1:${(await health.listen()).port}`;
+});
+
+afterAll(async () => {
+  await health?.close();
+  await api?.close();
+});
+
+const get = async (path: string, token?: string) => {
+  const res = await fetch(`${base}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  return { status: res.status, body: await res.text(), challenge: res.headers.get('www-authenticate') };
+};
+
+describe('delegated authentication of /debug and /metrics', () => {
+  it('answers 401 without a token or with one the API server rejects', async () => {
+    expect(await get('/debug/rules')).toMatchObject({ status: 401, challenge: 'Bearer realm="spoke-agent"' });
+    expect((await get('/debug/rules', 'forged')).status).toBe(401);
+  });
+
+  it('answers 403 to a user without get on --debug-auth-path, 200 to one with it', async () => {
+    const bob = await get('/debug/rules', 'bob-token');
+    expect(bob.status).toBe(403);
+    expect(bob.body).toMatch(/user "bob" cannot get path "\/debug\/spoke-agent"/);
+    expect(await get('/debug/rules', 'alice-token')).toMatchObject({ status: 200, body: 'rules' });
+    const sar = api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews'));
+    expect(sar.length).toBe(2);
+    // cached: no new reviews for a repeat
+    await get('/debug/rules', 'alice-token');
+    expect(api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews')).length).toBe(2);
+  });
+
+  it('protects /metrics with get on the non-resource URL /metrics; health probes stay open', async () => {
+    expect((await get('/metrics')).status).toBe(401);
+    expect((await get('/metrics', 'alice-token')).status).toBe(403);
+    const prom = await get('/metrics', 'prom-token');
+    expect(prom.status).toBe(200);
+    expect(prom.body).toContain('spoke_agent_kube_auth_decisions_total{result="allowed"');
+    expect((await get('/healthz')).status).toBe(200);
+  });
+
+  it('is off with --debug-auth=auto outside a cluster, and refuses to start when asked for without an API server', () => {
+    const auto = parseFlags(kubeFlags, []).values;
+    expect(authGuards({ kube: auto, log, registry: new Registry(), env: {} })).toEqual({});
+    const forced = parseFlags(kubeFlags, ['--debug-auth=true']).values;
+    expect(() => authGuards({ kube: forced, log, registry: new Registry(), env: {} })).toThrow(/--debug-auth=true needs --kubeconfig/);
+  });
+});
