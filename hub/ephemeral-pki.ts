@@ -18,12 +18,15 @@ export interface CertAndKey {
   key: string;
 }
 
+export interface Ca extends CertAndKey {
+  /** A certificate signed by this CA. */
+  issue(commonName: string, opts?: IssueOptions): CertAndKey;
+}
+
 export interface EphemeralPki {
-  ca: CertAndKey;
+  ca: Ca;
   server: CertAndKey;
   client: CertAndKey;
-  /** Another certificate signed by this CA. */
-  issue(commonName: string, opts?: IssueOptions): CertAndKey;
 }
 
 /** Two days, back-dated an hour against clock skew between processes. */
@@ -49,9 +52,9 @@ function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions:
   return cert;
 }
 
-export function createEphemeralPki(caName = 'spoke-agent ephemeral CA'): EphemeralPki {
+export function createCa(name = 'spoke-agent ephemeral CA'): Ca {
   const caKeys = newKeys();
-  const caCert = newCert(caName, caKeys.forgeKeys.publicKey, [
+  const caCert = newCert(name, caKeys.forgeKeys.publicKey, [
     { name: 'basicConstraints', cA: true, critical: true },
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
     { name: 'subjectKeyIdentifier' },
@@ -73,11 +76,15 @@ export function createEphemeralPki(caName = 'spoke-agent ephemeral CA'): Ephemer
     cert.sign(caKeys.forgeKeys.privateKey, forge.md.sha256.create());
     return { cert: forge.pki.certificateToPem(cert), key: keys.pem };
   };
+  return { cert: forge.pki.certificateToPem(caCert), key: caKeys.pem, issue };
+}
 
+/** A CA, a server certificate for localhost, 127.0.0.1 and ::1, and a client certificate. */
+export function createEphemeralPki(caName?: string): EphemeralPki {
+  const ca = createCa(caName);
   return {
-    ca: { cert: forge.pki.certificateToPem(caCert), key: caKeys.pem },
-    server: issue('server', { serverNames: ['localhost', '127.0.0.1', '::1'] }),
-    client: issue('client', { client: true }),
-    issue,
+    ca,
+    server: ca.issue('server', { serverNames: ['localhost', '127.0.0.1', '::1'] }),
+    client: ca.issue('client', { client: true }),
   };
 }
