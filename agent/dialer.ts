@@ -33,7 +33,7 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
   if (net.isIP(target.host)) candidates = [target.host];
   else {
     try {
-      candidates = await withDeadline((opts.resolve ?? systemResolver)(target.host), deadline, opts.signal);
+      candidates = await withDeadline((opts.resolve ?? systemResolver)(target.host), deadline, target.host, opts.signal);
     } catch (err) {
       if (err instanceof DialError) throw err;
       throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
@@ -82,9 +82,9 @@ function connect(ip: string, port: number, address: string, deadline: number, si
   });
 }
 
-function withDeadline<T>(work: Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+function withDeadline<T>(work: Promise<T>, deadline: number, host: string, signal?: AbortSignal): Promise<T> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new DialError('dial tcp: i/o timeout (resolving)', 'timeout')), Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(() => reject(new DialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')), Math.max(0, deadline - Date.now()));
     const onAbort = () => reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
     signal?.addEventListener('abort', onAbort, { once: true });
     work.then(resolve, reject).finally(() => {

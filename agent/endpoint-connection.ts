@@ -1,9 +1,12 @@
 // One tunnelled connection: a target socket on one side, DATA packets on a shared server stream
-// on the other. Flow control is per connection, so a slow target never stalls its neighbours:
-// - target -> hub: when the stream is backed up, this socket stops reading until it drains;
-// - hub -> target: bytes wait in the socket's write buffer up to `maxBuffer`; past that the
-//   protocol has no way to slow one connection down (there is no per-connection window), so the
-//   connection is closed with an error rather than blocking the whole stream (ANP #180).
+// on the other.
+// - target -> hub: when the stream is backed up, this socket stops reading until it drains.
+// - hub -> target: the protocol has no per-connection window, so the only brake on the hub is
+//   the whole stream. Bytes wait in this socket's write buffer up to `maxBuffer` without slowing
+//   anyone. Past it, a target that is still reading (it accepted bytes within `stallMs`) gets the
+//   stream paused until it is back under half the budget, as the Go agent would (fair for slow
+//   but steady uploads); a target that has stopped reading is closed with an error instead, so it
+//   cannot stall its neighbours (ANP #180). Memory per connection stays near `maxBuffer`.
 import type { Duplex } from 'node:stream';
 import { PacketType, type OutPacket } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
@@ -18,16 +21,31 @@ export interface PacketSink {
 
 export interface EndpointOptions {
   maxBuffer: number;
+  /** A target over budget that accepted no bytes for this long is considered stopped. */
+  stallMs: number;
   /** How long a closed connection may keep flushing to its target before it is destroyed. */
   lingerMs: number;
   metrics: AgentMetrics;
   log: Logger;
   onClosed: (conn: EndpointConnection) => void;
+  /** Over budget but still reading: the owner pauses the stream until `onUnderBudget`. */
+  onOverBudget: (conn: EndpointConnection) => void;
+  onUnderBudget: (conn: EndpointConnection) => void;
 }
 
 export class EndpointConnection {
   private closed = false;
   private highWater = 0;
+  private overBudget = false;
+  /** When the target last accepted bytes (or the connection opened). */
+  private lastProgress = performance.now();
+  private readonly flushed = () => {
+    this.lastProgress = performance.now();
+    if (this.overBudget && this.socket.writableLength <= this.opts.maxBuffer / 2) {
+      this.overBudget = false;
+      this.opts.onUnderBudget(this);
+    }
+  };
 
   constructor(readonly connectID: string, private readonly socket: Duplex, private readonly sink: PacketSink, private readonly opts: EndpointOptions) {
     opts.metrics.openEndpointConnections.inc();
@@ -56,13 +74,25 @@ export class EndpointConnection {
   write(data: Buffer): void {
     if (this.closed) return;
     this.opts.metrics.bytes.inc({ direction: 'to_target' }, data.length);
-    this.socket.write(data);
+    this.socket.write(data, this.flushed);
     const buffered = this.socket.writableLength;
     if (buffered > this.highWater) this.highWater = buffered;
-    if (buffered > this.opts.maxBuffer) {
-      this.opts.metrics.bufferOverflows.inc();
-      this.finish(`target is not reading: more than ${this.opts.maxBuffer} bytes buffered`, 'buffer overflow', true);
+    if (buffered > this.opts.maxBuffer && !this.overBudget) {
+      if (this.isStalled()) return this.closeStalled();
+      this.overBudget = true;
+      this.opts.onOverBudget(this);
     }
+  }
+
+  /** Over budget and no byte accepted by the target for `stallMs`. */
+  isStalled(): boolean {
+    return performance.now() - this.lastProgress >= this.opts.stallMs;
+  }
+
+  /** Closes a target that stopped reading, so it no longer holds the stream or memory. */
+  closeStalled(): void {
+    this.opts.metrics.bufferOverflows.inc();
+    this.finish(`target stopped reading: more than ${this.opts.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`, 'target stalled', true);
   }
 
   /** CLOSE_REQ from the hub: answer, then let what is buffered reach the target. */
@@ -91,6 +121,10 @@ export class EndpointConnection {
 
   private markClosed(why: string): void {
     this.closed = true;
+    if (this.overBudget) {
+      this.overBudget = false;
+      this.opts.onUnderBudget(this);
+    }
     this.opts.metrics.openEndpointConnections.dec();
     this.opts.metrics.bufferHighWater.observe(this.highWater);
     this.opts.log.debug({ connectID: this.connectID, why, highWater: this.highWater }, 'endpoint connection closed');

@@ -77,6 +77,8 @@ export class ServerConnection extends EventEmitter {
       sink: { send: (p) => this.send(p), whenWritable: (resume) => this.writableWaiters.push(resume) },
       dial: opts.dial,
       maxBuffer: opts.maxBuffer,
+      pauseIncoming: () => this.call.pause(),
+      resumeIncoming: () => this.call.resume(),
       metrics: opts.metrics,
       log: opts.log,
     });

@@ -9,8 +9,9 @@ import { Tunnel, type Dial } from './tunnel.js';
 const log = pino({ level: 'silent' });
 const tick = () => new Promise((r) => setTimeout(r, 5));
 
-function setup(opts: { dial?: Dial; maxBuffer?: number; writable?: () => boolean } = {}) {
+function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writable?: () => boolean } = {}) {
   const sent: OutPacket[] = [];
+  const brakes: string[] = [];
   const resumers: Array<() => void> = [];
   const targets: Duplex[] = [];
   const metrics = new AgentMetrics(new Registry());
@@ -25,11 +26,14 @@ function setup(opts: { dial?: Dial; maxBuffer?: number; writable?: () => boolean
     sink: { send: (p) => (sent.push(p), opts.writable ? opts.writable() : true), whenWritable: (r) => resumers.push(r) },
     dial,
     maxBuffer: opts.maxBuffer ?? 1 << 20,
+    stallMs: opts.stallMs ?? 2000,
+    pauseIncoming: () => brakes.push('pause'),
+    resumeIncoming: () => brakes.push('resume'),
     lingerMs: 50,
     metrics,
     log,
   });
-  return { tunnel, sent, targets, resumers, metrics };
+  return { tunnel, sent, targets, resumers, metrics, brakes };
 }
 
 const dialReq = (random: string, address = '127.0.0.1:80', protocol = 'tcp'): Packet => ({ type: PacketType.DIAL_REQ, dialRequest: { random, address, protocol } });
@@ -151,16 +155,43 @@ describe('Tunnel', () => {
     expect(Object.fromEntries(rejected.values.map((v) => [v.labels.reason, v.value]))).toEqual({ malformed: 2, unexpected_type: 2 });
   });
 
-  it('closes a connection whose target stops reading once its buffer budget is exceeded', async () => {
-    const { tunnel, sent, metrics } = setup({ maxBuffer: 64 << 10 });
+  it('closes a connection whose target stopped reading once its budget is exceeded, without braking the stream', async () => {
+    const { tunnel, sent, metrics, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 30 });
     tunnel.handle(dialReq('1'));
     tunnel.handle(dialReq('2'));
     await tick();
+    await new Promise((r) => setTimeout(r, 40));
     // Nobody reads target 1: its writes pile up in the agent-side write buffer.
     for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
-    expect(sent).toContainEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: `target is not reading: more than ${64 << 10} bytes buffered` } });
+    expect(sent).toContainEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: `target stopped reading: more than ${64 << 10} bytes buffered and none accepted for 30ms` } });
     expect(tunnel.connectionCount).toBe(1);
+    expect(brakes).toEqual([]);
     expect((await metrics.bufferOverflows.get()).values[0]!.value).toBe(1);
+  });
+
+  it('brakes the stream for a target that is over budget but still reading, and releases it when drained', async () => {
+    const { tunnel, sent, targets, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 5000 });
+    tunnel.handle(dialReq('1'));
+    await tick();
+    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    expect(brakes).toEqual(['pause']);
+    let got = 0;
+    targets[0]!.on('data', (c: Buffer) => (got += c.length));
+    await tick();
+    expect(got).toBe(160 << 10);
+    expect(brakes).toEqual(['pause', 'resume']);
+    expect(sent.filter((p) => p.type === PacketType.CLOSE_RSP)).toEqual([]);
+  });
+
+  it('closes a braking connection whose target then stops reading, and releases the stream', async () => {
+    const { tunnel, sent, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 40 });
+    tunnel.handle(dialReq('1'));
+    await tick();
+    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    expect(brakes).toEqual(['pause']);
+    await new Promise((r) => setTimeout(r, 120));
+    expect(brakes).toEqual(['pause', 'resume']);
+    expect(sent.at(-1)).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('target stopped reading') } });
   });
 
   it('pauses a target socket while the stream is backed up and resumes it on drain', async () => {

@@ -14,6 +14,11 @@ export interface TunnelOptions {
   sink: PacketSink;
   dial: Dial;
   maxBuffer: number;
+  /** See EndpointConnection: how long an over-budget target may accept nothing before it is closed. */
+  stallMs?: number;
+  /** Stop / restart reading packets from the server (the stream-wide brake). */
+  pauseIncoming: () => void;
+  resumeIncoming: () => void;
   lingerMs?: number;
   metrics: AgentMetrics;
   log: Logger;
@@ -29,6 +34,9 @@ export class Tunnel {
   private readonly pending = new Map<string, AbortController>();
   private readonly connections = new Map<string, EndpointConnection>();
   private readonly idleWaiters: Array<() => void> = [];
+  /** Connections whose targets are slow but reading; while any exists the stream is paused. */
+  private readonly overBudget = new Set<EndpointConnection>();
+  private stallTimer?: NodeJS.Timeout;
 
   constructor(private readonly opts: TunnelOptions) {}
 
@@ -106,7 +114,10 @@ export class Tunnel {
           lingerMs: this.opts.lingerMs ?? 10_000,
           metrics: this.opts.metrics,
           log: this.opts.log,
+          stallMs: this.opts.stallMs ?? 2000,
           onClosed: (c) => this.forget(c),
+          onOverBudget: (c) => this.brake(c),
+          onUnderBudget: (c) => this.release(c),
         });
         this.connections.set(connectID, conn);
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
@@ -124,6 +135,23 @@ export class Tunnel {
         this.notifyIfIdle();
       },
     );
+  }
+
+  private brake(conn: EndpointConnection): void {
+    this.overBudget.add(conn);
+    if (this.overBudget.size > 1) return;
+    this.opts.pauseIncoming();
+    // While paused, a target that stops reading altogether must not hold everyone else.
+    const stallMs = this.opts.stallMs ?? 2000;
+    this.stallTimer = setInterval(() => {
+      for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
+    }, Math.max(10, stallMs / 4));
+  }
+
+  private release(conn: EndpointConnection): void {
+    if (!this.overBudget.delete(conn) || this.overBudget.size > 0) return;
+    clearInterval(this.stallTimer);
+    this.opts.resumeIncoming();
   }
 
   /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
