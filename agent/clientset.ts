@@ -43,6 +43,9 @@ export class ClientSet {
   private serverCount = 1;
   private nextTarget = 0;
   private duplicates = 0;
+  // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
+  // while old and new streams overlap during a re-registration, per-stream counters would collide.
+  private nextConnectID = 1;
   private draining = false;
   private stopped = false;
   private syncTimer?: NodeJS.Timeout;
@@ -147,6 +150,7 @@ export class ClientSet {
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
         maxBuffer: this.opts.maxBuffer,
+        connectIDs: () => String(this.nextConnectID++),
         metrics: this.opts.metrics,
         log: this.opts.log.child({ target }),
       });

@@ -20,6 +20,8 @@ export interface TunnelOptions {
   pauseIncoming: () => void;
   resumeIncoming: () => void;
   lingerMs?: number;
+  /** Hands out connectIDs; the ClientSet shares one counter across an agent's streams. Default: from 1 per tunnel. */
+  connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
 }
@@ -108,7 +110,7 @@ export class Tunnel {
         }
         this.pending.delete(random);
         this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
-        const connectID = String(this.nextConnectID++);
+        const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, {
           maxBuffer: this.opts.maxBuffer,
           lingerMs: this.opts.lingerMs ?? 10_000,

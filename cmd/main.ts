@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+// spoke-agent: the agent by default; `dial`, `dns` and `resolve` are subcommands.
+import { runAgentCommand } from './agent-command.js';
+
+const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
+  dial: async (argv) => (await import('../client/dial-command.js')).runDialCommand(argv),
+  dns: async (argv) => (await import('../dns/command.js')).runDnsCommand(argv),
+  resolve: async (argv) => (await import('../dns/command.js')).runResolveCommand(argv),
+};
+
+const [first, ...rest] = process.argv.slice(2);
+const sub = first !== undefined ? subcommands[first] : undefined;
+const run = sub ? sub(rest) : runAgentCommand(process.argv.slice(2));
+run.then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`spoke-agent: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,116 @@
+// Re-registration under load: the local hub routes only by identifier (destHost), the real Agent
+// re-registers each time the served names change, and a stream of dials through the client library
+// keeps succeeding across 20 changes. Every new name is dialable soon after it appears.
+import { readFileSync } from 'node:fs';
+import type { Duplex } from 'node:stream';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DialAllowlist } from '../agent/allowlist.js';
+import { mergeIdentifiers } from '../agent/identifiers.js';
+import { dialThroughProxy } from '../client/dial.js';
+import { resolveForDial } from '../dns/dial.js';
+import { createResolver } from '../dns/setup.js';
+import { ProxyHub } from '../hub/proxy-server.js';
+import { followRuleIdentifiers } from '../kube/reregister.js';
+import { createLogger } from '../observability/log.js';
+import { RuleHolder } from '../rules/holder.js';
+import { ruleIdentifiers } from '../rules/identifiers.js';
+import { parseRules, type RuleSet } from '../rules/rule-set.js';
+import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { makePki } from './support/certs.js';
+import { startEchoServer, type Target } from './support/targets.js';
+
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' };
+
+function rules(generation: number): RuleSet {
+  const r = parseRules({ naming, file: { origin: 'cm', content: `static: [{name: stable.cluster1, target: 127.0.0.1}, {name: gen${generation}.cluster1, target: 127.0.0.1}]` } });
+  if (!r.ok) throw new Error(r.errors.join());
+  return r.value;
+}
+
+let hub: ProxyHub;
+let echo: Target;
+let agent: StartedAgent;
+let holder: RuleHolder;
+let stopFollowing: () => void;
+
+beforeAll(async () => {
+  echo = await startEchoServer('127.0.0.1');
+  const pki = makePki();
+  hub = await ProxyHub.start({
+    agentPort: 0,
+    serverPort: 0,
+    proxyStrategies: ['destHost'],
+    agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+    log,
+  });
+  holder = new RuleHolder(rules(0));
+  const registry = new Registry();
+  const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 }, holder, registry, log);
+  const allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(resolver, host), cidrs: [], registry });
+  holder.onChange((next) => void allowlist.refresh(next));
+  const tls = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`];
+  agent = startAgent([`localhost:${hub.ports.agent}`], [...tls, '--agent-id=spoke-1', '--drain-timeout=5s', '--sync-interval=100ms'], {
+    registry,
+    resolve: allowlist.resolve,
+    authorize: allowlist.authorize,
+    identifiers: mergeIdentifiers('', ruleIdentifiers(holder.current)),
+  });
+  stopFollowing = followRuleIdentifiers({ holder, clients: agent.agent.clients, extra: '', debounceMs: 20, log });
+  await agent.ready();
+});
+
+afterAll(async () => {
+  stopFollowing?.();
+  agent?.stop();
+  await hub?.close();
+  await echo?.close();
+});
+
+async function echoThrough(host: string): Promise<void> {
+  const conn: Duplex = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `${host}:${echo.port}`, timeoutMs: 5000 });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      conn.once('data', (b: Buffer) => (b.toString() === 'ping' ? resolve() : reject(new Error(`echo said ${b.toString()}`))));
+      conn.once('error', reject);
+      conn.write('ping');
+    });
+  } finally {
+    conn.destroy();
+  }
+}
+
+describe('re-registration', () => {
+  it('keeps a stream of dials succeeding while the identifiers change 20 times', async () => {
+    let running = true;
+    let ok = 0;
+    const failures: string[] = [];
+    const worker = async () => {
+      while (running) {
+        try {
+          await echoThrough('stable.cluster1');
+          ok++;
+        } catch (err) {
+          failures.push((err as Error).message);
+        }
+      }
+    };
+    const workers = Array.from({ length: 4 }, worker);
+    for (let g = 1; g <= 20; g++) {
+      holder.replace(rules(g));
+      // the new name routes once the agent has re-registered with it
+      await waitUntil(() => hub.agents().some((a) => !a.draining && a.identifiers.host.includes(`gen${g}.cluster1`)), 5000, `gen${g} registered`);
+      await echoThrough(`gen${g}.cluster1`);
+    }
+    running = false;
+    await Promise.all(workers);
+    expect(failures).toEqual([]);
+    expect(ok).toBeGreaterThan(40);
+    // the old streams drained and closed: one stream left, with the last names only
+    await waitUntil(() => hub.agents().length === 1, 10_000, 'old streams to close');
+    const [last] = hub.agents();
+    expect(last!.identifiers.host).toEqual(['cluster1', 'stable.cluster1', 'gen20.cluster1']);
+    await expect(echoThrough('gen19.cluster1')).rejects.toThrow(/No agent available/);
+  }, 60_000);
+});
