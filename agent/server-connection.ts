@@ -29,6 +29,7 @@ export interface ServerConnectionOptions {
   handshakeTimeoutMs: number;
   dial: Dial;
   maxBuffer: number;
+  connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
 }
@@ -77,6 +78,7 @@ export class ServerConnection extends EventEmitter {
       sink: { send: (p) => this.send(p), whenWritable: (resume) => this.writableWaiters.push(resume) },
       dial: opts.dial,
       maxBuffer: opts.maxBuffer,
+      connectIDs: opts.connectIDs,
       pauseIncoming: () => this.call.pause(),
       resumeIncoming: () => this.call.resume(),
       metrics: opts.metrics,
