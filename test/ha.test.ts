@@ -1,0 +1,134 @@
+// High availability against several hub replicas behind one loopback balancer: one stream per
+// replica, failover, reconnect after a replica returns, and a hub that is down at start.
+import net from 'node:net';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { dialThroughProxy } from '../client/dial.js';
+import { ProxyHub, type ProxyHubOptions } from '../hub/proxy-server.js';
+import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { makePki } from './support/certs.js';
+import { pattern, sha256, startEchoServer, type Target } from './support/targets.js';
+import { TcpBalancer } from './support/tcp-balancer.js';
+
+const pki = makePki();
+const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
+const agentFlags = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=echo.cluster1'];
+const resolve = async () => ['127.0.0.1'];
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function startHub(opts: Partial<ProxyHubOptions>): Promise<ProxyHub> {
+  return ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: tls, ...opts });
+}
+
+async function echoThrough(hub: ProxyHub, echo: Target): Promise<void> {
+  const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `echo.cluster1:${echo.port}`, timeoutMs: 5000 });
+  const payload = pattern(256 << 10, hub.ports.server);
+  const sum = await new Promise<string>((done, fail) => {
+    const chunks: Buffer[] = [];
+    let got = 0;
+    conn.on('data', (c: Buffer) => {
+      chunks.push(c);
+      if ((got += c.length) >= payload.length) done(sha256(Buffer.concat(chunks)));
+    });
+    conn.on('error', fail);
+    conn.write(payload);
+  });
+  conn.destroy();
+  expect(sum).toBe(sha256(payload));
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+describe.each(['round-robin', 'random'] as const)('three replicas behind a %s balancer', (policy) => {
+  it('holds one stream per replica quickly, fails over, and reconnects a replica that returns', async () => {
+    const echo = await startEchoServer();
+    cleanups.push(() => echo.close());
+    const hubs = await Promise.all(['a', 'b', 'c'].map((id) => startHub({ serverID: `server-${id}`, serverCount: 3 })));
+    cleanups.push(() => Promise.all(hubs.map((h) => h.close())));
+    const lb = new TcpBalancer(
+      hubs.map((h) => h.ports.agent),
+      policy,
+    );
+    await lb.listen();
+    cleanups.push(() => lb.close());
+
+    const started = Date.now();
+    const agent: StartedAgent = startAgent([`localhost:${lb.port}`], agentFlags, { resolve });
+    cleanups.push(() => agent.stop());
+    await agent.ready(3, 5000);
+    const elapsed = Date.now() - started;
+    expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['server-a', 'server-b', 'server-c']));
+    expect(elapsed).toBeLessThan(policy === 'round-robin' ? 1500 : 3000);
+    for (const hub of hubs) await echoThrough(hub, echo);
+
+    // Replica b dies: its stream goes, the others keep serving, readiness stays green.
+    const bPort = hubs[1]!.ports.agent;
+    lb.setBackends([hubs[0]!.ports.agent, hubs[2]!.ports.agent]);
+    await hubs[1]!.close();
+    await waitUntil(() => !agent.agent.clients.serverIDs().includes('server-b'), 5000, 'the stream to b to close');
+    expect(agent.agent.readiness.check()).toBeUndefined();
+    await echoThrough(hubs[0]!, echo);
+    await echoThrough(hubs[2]!, echo);
+    await waitUntil(() => agent.agent.clients.connections().every((c) => c.tunnel.connectionCount === 0), 5000, 'every tunnelled connection to close');
+
+    // b comes back on the same port: the agent reconnects to it.
+    hubs[1] = await startHub({ serverID: 'server-b', serverCount: 3, agentPort: bPort });
+    lb.setBackends(hubs.map((h) => h.ports.agent));
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('server-b'), 15_000, 'a stream to b again');
+    await echoThrough(hubs[1]!, echo);
+    const attempts = await agent.agent.metrics.serverConnectAttempts.get();
+    expect(attempts.values.find((v) => v.labels.result === 'connected')?.value).toBe(4);
+  }, 40_000);
+});
+
+describe('hub lifecycle', () => {
+  it('an agent started while the hub is down is ready within one backoff interval of the hub coming up', async () => {
+    const port = await freePort();
+    const agent = startAgent([`localhost:${port}`], [...agentFlags, '--sync-interval=500ms', '--sync-interval-cap=2s'], { resolve });
+    cleanups.push(() => agent.stop());
+    await new Promise((r) => setTimeout(r, 10_000));
+    expect(agent.agent.readiness.check()).toBe('no servers connected');
+    const hub = await startHub({ agentPort: port });
+    cleanups.push(() => hub.close());
+    const up = Date.now();
+    await agent.ready(1, 5000);
+    // The cap (2 s) plus 10 % jitter, plus the handshake.
+    expect(Date.now() - up).toBeLessThan(2200 + 500);
+  }, 30_000);
+
+  it('follows a serverCount that grows with --sync-forever', async () => {
+    const a = await startHub({ serverID: 'a', serverCount: 1 });
+    cleanups.push(() => a.close());
+    const lb = new TcpBalancer([a.ports.agent]);
+    await lb.listen();
+    cleanups.push(() => lb.close());
+    const agent = startAgent([`localhost:${lb.port}`], [...agentFlags, '--sync-forever', '--sync-interval=100ms', '--sync-interval-cap=500ms'], { resolve });
+    cleanups.push(() => agent.stop());
+    await agent.ready(1);
+    const b = await startHub({ serverID: 'b', serverCount: 2 });
+    cleanups.push(() => b.close());
+    lb.setBackends([a.ports.agent, b.ports.agent]);
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 5000, 'the new replica');
+    expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['a', 'b']));
+  });
+
+  it('keeps every address of several --proxy-server-host values connected', async () => {
+    const a = await startHub({ serverID: 'a' });
+    const b = await startHub({ serverID: 'b' });
+    cleanups.push(() => Promise.all([a.close(), b.close()]));
+    const agent = startAgent([`localhost:${a.ports.agent}`, `localhost:${b.ports.agent}`], agentFlags, { resolve });
+    cleanups.push(() => agent.stop());
+    await agent.ready(2, 5000);
+    expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['a', 'b']));
+  });
+});
