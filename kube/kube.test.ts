@@ -10,7 +10,7 @@ import { composeRules, configMapRules } from './compose.js';
 import { delegatedAuthGuard, type Reviewer } from './delegated-auth.js';
 import { KubeMetrics } from './metrics.js';
 import { kubeFlags, validateKubeOptions } from './options.js';
-import { followRuleIdentifiers } from './reregister.js';
+import { followRuleIdentifiers, identifierLimitProblem } from './reregister.js';
 
 const log = pino({ level: 'silent' });
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
@@ -111,6 +111,14 @@ describe('re-registration', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+});
+
+describe('identifier limits', () => {
+  it('flags what a proxy-server would refuse', () => {
+    expect(identifierLimitProblem('host=a&host=b')).toBeUndefined();
+    expect(identifierLimitProblem(Array.from({ length: 10_001 }, (_, i) => `host=h${i}`).join('&'))).toMatch(/at most 10000/);
+    expect(identifierLimitProblem(`host=${'a'.repeat(95_000)}`)).toMatch(/64 KiB/);
   });
 });
 

@@ -7,8 +7,18 @@ import type { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import type { KubeMetrics } from './metrics.js';
 
-/** grpc-go's coming default limit for the whole header list (GRPC_GO_EXPERIMENTAL_ENABLE_8KB_DEFAULT_HEADER_LIST_SIZE). */
-export const identifiersWarnBytes = 8 << 10;
+/**
+ * Why a proxy-server may refuse `identifiers`, or undefined. Measured on loopback (kube/README.md):
+ * the Go proxy-server parses them with url.ParseQuery, which stops at 10,000 parameters ("Invalid
+ * backend"); a grpc-js server (the local hub) resets streams whose HPACK-compressed headers pass 64 KiB,
+ * about 800 exposed Services. A refused stream is retried while the old streams keep serving the old names.
+ */
+export function identifierLimitProblem(identifiers: string): string | undefined {
+  const params = identifiers === '' ? 0 : identifiers.split('&').length;
+  if (params > 10_000) return `${params} identifiers: the Go proxy-server accepts at most 10000`;
+  if (identifiers.length > 90_000) return `identifiers are ${identifiers.length} bytes: a grpc-js proxy-server refuses headers over 64 KiB compressed (about 92 KB of identifiers)`;
+  return undefined;
+}
 
 export interface ReregisterOptions {
   holder: RuleHolder;
@@ -31,9 +41,8 @@ export function followRuleIdentifiers(opts: ReregisterOptions): () => void {
     const next = mergeIdentifiers(opts.extra, ruleIdentifiers(opts.holder.current));
     if (asSet(next) === last) return;
     last = asSet(next);
-    if (next.length > identifiersWarnBytes) {
-      opts.log.warn({ bytes: next.length, limit: identifiersWarnBytes }, 'agent identifiers exceed 8 KiB: a proxy-server built with grpc-go 8 KiB header list limits would refuse the stream');
-    }
+    const problem = identifierLimitProblem(next);
+    if (problem) opts.log.warn({ bytes: next.length, problem }, 'agent identifiers may be refused by the proxy-server');
     opts.metrics?.reregistrations.inc();
     opts.clients.setIdentifiers(next);
   };
