@@ -46,7 +46,8 @@ class GrpcTunnel extends Duplex {
     readonly random: string,
     private readonly ctx: DialContext,
   ) {
-    super({ allowHalfOpen: false });
+    // Room for several DATA payloads, so reading does not pause the call after every message.
+    super({ allowHalfOpen: false, readableHighWaterMark: 256 * 1024 });
     call.on('status', () => client.close());
   }
 
@@ -126,8 +127,9 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   const creds = ctx.tls
     ? grpc.credentials.createSsl(opts.ca ? Buffer.from(opts.ca) : null, opts.key ? Buffer.from(opts.key) : null, opts.cert ? Buffer.from(opts.cert) : null)
     : grpc.credentials.createInsecure();
-  // A channel of its own per dial, as CreateSingleUseGrpcTunnel does.
-  const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1 });
+  // A channel of its own per dial, as CreateSingleUseGrpcTunnel does; a 1 MiB window where grpc-go
+  // would grow one by itself.
+  const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': 1 << 20 });
   const call = (client as unknown as { Proxy(): ProxyCall }).Proxy();
   const random = newRandom();
   const tunnel = new GrpcTunnel(client, call, random, ctx);

@@ -70,6 +70,9 @@ export function enforcePingPolicy(server: Server, policy: EnforcementPolicy, log
   }
   for (const h2 of http2Servers.keys()) {
     h2.on('session', (session: http2.ServerHttp2Session) => {
+      // grpc-go grows its windows with the bandwidth-delay product; Node keeps HTTP/2's 64 KiB.
+      session.settings({ initialWindowSize: 1 << 20 });
+      session.setLocalWindowSize(8 << 20);
       const peer = peerOf(session.socket);
       const strikes = new PingStrikes(policy);
       byPeer.set(peer, strikes);
