@@ -58,7 +58,7 @@ beforeAll(async () => {
     identifiers: mergeIdentifiers('', ruleIdentifiers(holder.current)),
   });
   stopFollowing = followRuleIdentifiers({ holder, clients: agent.agent.clients, extra: '', debounceMs: 20, log });
-  await agent.ready();
+  await agent.ready(1, 20_000); // generous: node-forge keys and a busy machine
 });
 
 afterAll(async () => {

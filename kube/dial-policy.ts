@@ -1,0 +1,34 @@
+// Where the agent may dial, for the agent command: with rules, only what they resolve to plus
+// --allowed-cidrs (agent/allowlist.ts, kept current as the rules change); without rules, anything, as the
+// Go agent does, said once at start so nobody assumes otherwise.
+import type { Registry } from 'prom-client';
+import { DialAllowlist, parseCidr, type Cidr, type ResolveForDial } from '../agent/allowlist.js';
+import type { DialAuthorizer, HostResolver } from '../agent/dialer.js';
+import type { Logger } from '../observability/log.js';
+import type { RuleHolder } from '../rules/holder.js';
+import type { KubeOptions } from './options.js';
+
+export interface DialPolicy {
+  /** For AgentDeps.resolve / AgentDeps.authorize; undefined without rules. */
+  resolve?: HostResolver;
+  authorize?: DialAuthorizer;
+  stop(): void;
+}
+
+export function dialPolicy(o: { kube: Pick<KubeOptions, 'allowedCidrs'>; rules?: { holder: RuleHolder; resolveForDial: ResolveForDial }; registry: Registry; log: Logger }): DialPolicy {
+  if (!o.rules) {
+    o.log.warn('no rules (--cluster-name is not set): the agent dials any address the hub names, as the Go agent does; set --cluster-name to allow only rule targets and --allowed-cidrs');
+    return { stop: () => {} };
+  }
+  const cidrs = o.kube.allowedCidrs.map(parseCidr).filter((c): c is Cidr => typeof c !== 'string'); // validated as flags
+  const allowlist = new DialAllowlist({
+    resolveForDial: o.rules.resolveForDial,
+    cidrs,
+    registry: o.registry,
+    onDenied: (host, address, reason) => o.log.warn({ host, address, reason }, 'dial refused'),
+  });
+  const { holder } = o.rules;
+  void allowlist.refresh(holder.current);
+  const stop = holder.onChange((next) => void allowlist.refresh(next));
+  return { resolve: allowlist.resolve, authorize: allowlist.authorize, stop };
+}
