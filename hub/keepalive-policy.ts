@@ -4,7 +4,6 @@
 // (grpc-go internal/transport/http2_server.go handlePing; the Go proxy-server's agent port uses
 // MinTime 30 s with PermitWithoutStream, its frontend port grpc-go's defaults.)
 import http2 from 'node:http2';
-import type { Server } from '@grpc/grpc-js';
 import type { Logger } from '../observability/log.js';
 
 export interface EnforcementPolicy {
@@ -56,40 +55,22 @@ export function peerOf(socket: { remoteAddress?: string; remotePort?: number } |
 
 const tooManyPings = Buffer.from('too_many_pings');
 
-/**
- * Watches the PING frames of every connection of a bound grpc-js server. grpc-js gives no hook for
- * this, so it reads the server's `http2Servers` map, which is private to @grpc/grpc-js (pinned in
- * package.json); if that changes shape, enforcement is skipped with a warning rather than failing.
- */
-export function enforcePingPolicy(server: Server, policy: EnforcementPolicy, log: Logger): Map<string, PingStrikes> {
-  const byPeer = new Map<string, PingStrikes>();
-  const http2Servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
-  if (!(http2Servers instanceof Map)) {
-    log.warn('grpc-js internals changed: ping enforcement is off');
-    return byPeer;
-  }
-  for (const h2 of http2Servers.keys()) {
-    h2.on('session', (session: http2.ServerHttp2Session) => {
-      // grpc-go grows its windows with the bandwidth-delay product; Node keeps HTTP/2's 64 KiB.
-      session.settings({ initialWindowSize: 1 << 20 });
-      session.setLocalWindowSize(8 << 20);
-      const peer = peerOf(session.socket);
-      const strikes = new PingStrikes(policy);
-      byPeer.set(peer, strikes);
-      let streams = 0;
-      session.on('stream', (stream) => {
-        streams++;
-        stream.once('close', () => streams--);
-      });
-      session.on('ping', () => {
-        if (!strikes.ping(Date.now(), streams)) return;
-        log.warn({ peer }, 'client pings too often: GOAWAY too_many_pings');
-        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, tooManyPings);
-        // Let the GOAWAY frame leave before the connection does.
-        setTimeout(() => session.destroy(), 100).unref();
-      });
-      session.once('close', () => byPeer.delete(peer));
-    });
-  }
-  return byPeer;
+/** Applies the policy to the PING frames of one connection; `byPeer` lets its calls find its strikes. */
+export function watchPings(session: http2.ServerHttp2Session, policy: EnforcementPolicy, byPeer: Map<string, PingStrikes>, log: Logger): void {
+  const peer = peerOf(session.socket);
+  const strikes = new PingStrikes(policy);
+  byPeer.set(peer, strikes);
+  let streams = 0;
+  session.on('stream', (stream) => {
+    streams++;
+    stream.once('close', () => streams--);
+  });
+  session.on('ping', () => {
+    if (!strikes.ping(Date.now(), streams)) return;
+    log.warn({ peer }, 'client pings too often: GOAWAY too_many_pings');
+    session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, tooManyPings);
+    // Let the GOAWAY frame leave before the connection does.
+    setTimeout(() => session.destroy(), 100).unref();
+  });
+  session.once('close', () => byPeer.delete(peer));
 }

@@ -11,7 +11,8 @@ import { agentConnectHandler, type AgentStream, type AgentTokenValidator } from 
 import type { ProxyStrategy } from './backends.js';
 import { proxyHandler } from './frontend-grpc.js';
 import { createHttpConnectServer } from './frontend-http-connect.js';
-import { agentPortPolicy, defaultPolicy, enforcePingPolicy, type EnforcementPolicy } from './keepalive-policy.js';
+import { onSessions, widenWindows } from './grpc-sessions.js';
+import { agentPortPolicy, defaultPolicy, watchPings, type EnforcementPolicy, type PingStrikes } from './keepalive-policy.js';
 import { Switchboard, type AgentInfo, type HubCounters, type SwitchboardEvents } from './switchboard.js';
 
 /** PEM text. With `ca`, clients must present a certificate signed by it (Go: RequireAndVerifyClientCert). */
@@ -96,11 +97,16 @@ export class ProxyHub {
     const keepalive = { 'grpc.keepalive_time_ms': opts.keepaliveTimeMs ?? 3_600_000, 'grpc.keepalive_timeout_ms': 20_000 };
     const backendDialTimeoutMs = opts.backendDialTimeoutMs ?? 0;
     try {
-      const newGrpc = async (port: number, tls: TlsMaterial | undefined, policy: EnforcementPolicy, register: (s: grpc.Server, pings: ReturnType<typeof enforcePingPolicy>) => void) => {
+      const newGrpc = async (port: number, tls: TlsMaterial | undefined, policy: EnforcementPolicy, register: (s: grpc.Server, pings: Map<string, PingStrikes>) => void) => {
         const server = new grpc.Server(keepalive);
         hub.grpcServers.push(server);
         const bound = await bindGrpc(server, host, port, tls);
-        register(server, enforcePingPolicy(server, policy, log));
+        const pings = new Map<string, PingStrikes>();
+        onSessions(server, log, (session) => {
+          widenWindows(session);
+          watchPings(session, policy, pings, log);
+        });
+        register(server, pings);
         return bound;
       };
       hub.ports.agent = await newGrpc(opts.agentPort ?? 8091, opts.agentTls, agentPortPolicy, (server, pingStrikes) => {
