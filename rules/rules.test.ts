@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RuleHolder } from './holder.js';
-import { agentIdentifiers } from './identifiers.js';
+import { ruleIdentifiers } from './identifiers.js';
 import { hashedServiceHost, normalizeName } from './naming.js';
 import { parseRuleFile } from './rule-file.js';
 import { parseRules, type RuleSet } from './rule-set.js';
@@ -108,10 +108,10 @@ describe('rules', () => {
 });
 
 describe('identifiers', () => {
-  it('lists every served name as host=, after --agent-identifiers, without repeats', () => {
+  it('lists every served name as host=', () => {
     const set = rules(['default/search']);
-    expect(agentIdentifiers(set, 'host=cluster1&ipv4=10.0.0.1')).toBe(
-      `host=cluster1&ipv4=10.0.0.1&host=cluster1.open-cluster-management-cluster-proxy&host=search.default.cluster1&host=${hashedServiceHost('cluster1', 'default', 'search')}`,
+    expect(ruleIdentifiers(set)).toBe(
+      `host=cluster1&host=cluster1.open-cluster-management-cluster-proxy&host=search.default.cluster1&host=${hashedServiceHost('cluster1', 'default', 'search')}`,
     );
   });
 });
