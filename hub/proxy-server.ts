@@ -1,7 +1,7 @@
 // The local hub: a konnectivity proxy-server with an agent port (AgentService), a gRPC frontend port
 // (ProxyService) and an HTTP CONNECT port, wired around one switchboard. See hub/README.md.
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
+import { once, type EventEmitter } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
@@ -71,7 +71,7 @@ async function bindGrpc(server: grpc.Server, host: string, port: number, tls: Tl
 
 export class ProxyHub {
   /** agentConnected, agentDisconnected, agentPacket (every packet from an agent, before routing). */
-  readonly events;
+  readonly events: EventEmitter<SwitchboardEvents>;
   private readonly switchboard: Switchboard;
   private readonly agentStreams = new Set<AgentStream>();
   private readonly grpcServers: grpc.Server[] = [];
