@@ -1,0 +1,297 @@
+// What every bench section runs against: the PKI, processes (our hub, our agent, and the Go
+// proxy-server and agent when ANP_BIN_DIR is set), the ways to reach a target ("routes"), and the
+// targets. Everything listens on 127.0.0.1; every process is stopped by its PID.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
+import { dialThroughProxy } from '../client/dial.js';
+import { waitUntil } from '../test/support/agent.js';
+import { makePki, type TestPki } from '../test/support/certs.js';
+import { pattern } from '../test/support/targets.js';
+
+export const repoRoot = new URL('..', import.meta.url).pathname;
+/** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
+const profileDir = process.env.BENCH_CPU_PROF;
+export const anpBinDir = process.env.ANP_BIN_DIR;
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const clockTicks = 100; // USER_HZ on Linux
+
+/** A child process we started: its own RSS and CPU, read from /proc. */
+export class Proc {
+  readonly exited: Promise<void>;
+  private stderrTail = '';
+
+  constructor(
+    readonly name: string,
+    readonly child: ChildProcess,
+  ) {
+    child.stderr?.on('data', (c: Buffer) => (this.stderrTail = (this.stderrTail + c.toString()).slice(-4000)));
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Resident set in bytes (VmRSS). */
+  rss(): number {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
+    return Number(m?.[1] ?? 0) * 1024;
+  }
+
+  /** User + system CPU seconds so far (/proc/PID/stat fields 14 and 15). */
+  cpuSeconds(): number {
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  }
+
+  /** First stdout line (the hub prints its ports). */
+  firstLine(timeoutMs = 20_000): Promise<string> {
+    return new Promise((resolve, reject) => {
+      let buf = '';
+      const timer = setTimeout(() => reject(new Error(`${this.name}: no output within ${timeoutMs} ms\n${this.stderrTail}`)), timeoutMs);
+      this.child.stdout!.on('data', (c: Buffer) => {
+        buf += c.toString();
+        const nl = buf.indexOf('\n');
+        if (nl >= 0) clearTimeout(timer), resolve(buf.slice(0, nl));
+      });
+      this.child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`${this.name} exited (${code})\n${this.stderrTail}`))));
+    });
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited (the Go agent ignores SIGTERM while draining). */
+  async stop(graceMs = 3000): Promise<void> {
+    if (!this.alive) return;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  get log(): string {
+    return this.stderrTail;
+  }
+}
+
+/** A .ts file runs through tsx's loader; a .js file (the built dist/) runs as shipped. */
+export function spawnNode(name: string, script: string, args: string[]): Proc {
+  const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  // process.execPath is the pinned Node 24 (npm scripts put node_modules/.bin first).
+  const child = spawn(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Proc(name, child);
+}
+
+/**
+ * The agent as it ships: `npm run build` into dist/ once per run, so its RSS is not inflated by
+ * tsx's loader thread (~40 MiB). Falls back to the sources through tsx when the build fails.
+ */
+let agentEntry: string | undefined;
+export function buildAgent(): string {
+  if (agentEntry) return agentEntry;
+  try {
+    execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: repoRoot, stdio: 'pipe' });
+    cpSync(join(repoRoot, 'proto'), join(repoRoot, 'dist/proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });
+    agentEntry = 'dist/cmd/main.js';
+  } catch (err) {
+    console.warn(`bench: build failed, running the agent from source through tsx: ${(err as { stdout?: Buffer }).stdout?.toString().slice(0, 500) ?? err}`);
+    agentEntry = 'cmd/main.ts';
+  }
+  return agentEntry;
+}
+
+async function httpOk(port: number, path: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    return res.ok ? await res.text() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function waitReady(proc: Proc, port: number, path: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!(await httpOk(port, path))) {
+    if (!proc.alive) throw new Error(`${proc.name} exited before it was ready\n${proc.log}`);
+    if (Date.now() > deadline) throw new Error(`${proc.name} not ready within 30 s\n${proc.log}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export interface Hub {
+  kind: 'ours' | 'go';
+  proc: Proc;
+  agentPort: number;
+  /** Frontends on this hub; the Go proxy-server serves one mode per process. */
+  grpcPort?: number;
+  httpConnectPort?: number;
+  tls: boolean;
+}
+
+export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean } = {}): Promise<Hub> {
+  const proc = spawnNode('hub', 'bench/hub-process.ts', [JSON.stringify({ caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey, plainFrontends: opts.plainFrontends })]);
+  const ports = JSON.parse(await proc.firstLine()) as { agent: number; server: number; httpConnect: number };
+  return { kind: 'ours', proc, agentPort: ports.agent, grpcPort: ports.server, httpConnectPort: ports.httpConnect, tls: !opts.plainFrontends };
+}
+
+/** The Go proxy-server (ANP_BIN_DIR), mTLS on both ports with our PKI, like the anchor. */
+export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): Promise<Hub> {
+  const [server, agent, health, admin] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  // prettier-ignore
+  const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default',
+    '--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`,
+    '--agent-bind-address=127.0.0.1', `--agent-port=${agent}`, `--cluster-cert=${pki.serverCert}`, `--cluster-key=${pki.serverKey}`, `--cluster-ca-cert=${pki.caCert}`,
+    '--health-bind-address=127.0.0.1', `--health-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${admin}`];
+  const proc = new Proc('go-proxy-server', spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  await waitReady(proc, health, '/healthz');
+  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true };
+}
+
+export interface AgentProc {
+  kind: 'ours' | 'go';
+  proc: Proc;
+  /** Our agent: /metrics nodejs_heap_size_used_bytes. */
+  heapUsed(): Promise<number | undefined>;
+  /** Our agent: a gauge or counter from /metrics (first series). */
+  metric(name: string): Promise<number | undefined>;
+}
+
+/** Our agent as its own process (its RSS is its own), from source via tsx, mTLS to the hub. */
+export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[] = []): Promise<AgentProc> {
+  const health = await freePort();
+  // prettier-ignore
+  const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
+    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags]);
+  await waitReady(proc, health, '/readyz');
+  const metric = async (name: string) => {
+    const text = await httpOk(health, '/metrics');
+    const m = text && new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) : undefined;
+  };
+  return { kind: 'ours', proc, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
+}
+
+export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
+  const [health, admin] = [await freePort(), await freePort()];
+  // prettier-ignore
+  const args = ['--proxy-server-host=127.0.0.1', `--proxy-server-port=${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
+    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];
+  const proc = new Proc('go-agent', spawn(join(anpBinDir!, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  await waitReady(proc, health, '/readyz');
+  return { kind: 'go', proc, heapUsed: async () => undefined, metric: async () => undefined };
+}
+
+/** One way of reaching a target: direct TCP, or a frontend of a hub. */
+export interface Route {
+  name: string;
+  dial(address: string): Promise<Duplex>;
+}
+
+export const directRoute: Route = {
+  name: 'direct',
+  dial: (address) =>
+    new Promise((resolve, reject) => {
+      const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+      const s = net.connect({ host, port, noDelay: true }, () => (s.off('error', reject), resolve(s)));
+      s.once('error', reject);
+    }),
+};
+
+export function hubRoute(name: string, pki: TestPki, hub: Hub, mode: 'grpc' | 'http-connect'): Route {
+  const port = mode === 'grpc' ? hub.grpcPort : hub.httpConnectPort;
+  if (port === undefined) throw new Error(`${name}: hub has no ${mode} frontend`);
+  const creds = hub.tls ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) } : {};
+  return {
+    name,
+    dial: async (address) => {
+      const s = await dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: port, address, ...creds });
+      if (s instanceof net.Socket) s.setNoDelay(true);
+      return s;
+    },
+  };
+}
+
+export { makePki, type TestPki };
+
+export interface Targets {
+  /** Sends the number of bytes asked for in an 8-byte big-endian header, then closes. */
+  source: string;
+  /** Reads and counts everything. */
+  sink: string;
+  sinkBytes(): number;
+  /** Echoes every byte. */
+  echo: string;
+  /** Accepts and reads nothing: a target that stopped reading. */
+  stall: string;
+  close(): Promise<void>;
+}
+
+const block = pattern(256 * 1024);
+
+export async function startTargets(): Promise<Targets> {
+  const sockets = new Set<net.Socket>();
+  let sunk = 0;
+  const track = (s: net.Socket) => {
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sockets.delete(s));
+  };
+  const listen = (onConn: (s: net.Socket) => void) =>
+    new Promise<net.Server>((resolve) => {
+      const server = net.createServer({ noDelay: true }, (s) => (track(s), onConn(s)));
+      // 10k connections arrive at once in the scale run: a big accept backlog avoids 1 s SYN retries.
+      server.listen(0, '127.0.0.1', 4096, () => resolve(server));
+    });
+  const source = await listen((s) => {
+    s.once('readable', function ask() {
+      const head = s.read(8) as Buffer | null;
+      if (!head) return s.once('readable', ask);
+      let left = Number(head.readBigUInt64BE(0));
+      const pump = () => {
+        while (left > 0) {
+          const n = Math.min(left, block.length);
+          left -= n;
+          if (!s.write(n === block.length ? block : block.subarray(0, n))) return s.once('drain', pump);
+        }
+        s.end();
+      };
+      pump();
+    });
+  });
+  const sink = await listen((s) => s.on('data', (c: Buffer) => (sunk += c.length)));
+  const echo = await listen((s) => s.pipe(s));
+  const stall = await listen((s) => s.pause());
+  const servers = [source, sink, echo, stall];
+  const addr = (s: net.Server) => `127.0.0.1:${(s.address() as net.AddressInfo).port}`;
+  return {
+    source: addr(source),
+    sink: addr(sink),
+    sinkBytes: () => sunk,
+    echo: addr(echo),
+    stall: addr(stall),
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+    },
+  };
+}
+
+export { waitUntil };

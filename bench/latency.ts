@@ -1,0 +1,113 @@
+// Small request/response round trips against an echo target: on one open connection, and with a new
+// dial for each request (dial, 64 bytes there and back, close); then the dial rate, new tunnelled
+// connections per second with several dials in flight. Added latency is the subject's p50 minus
+// direct TCP's p50 from the same run.
+import type { Duplex } from 'node:stream';
+import type { Route, Targets } from './env.js';
+import { percentile, type Report } from './report.js';
+import type { Subject, Subjects } from './subjects.js';
+
+const request = Buffer.alloc(64, 0x61);
+
+/** Writes `payload` and waits for as many bytes back. */
+function exchange(conn: Duplex, payload: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let got = 0;
+    const onData = (c: Buffer) => {
+      got += c.length;
+      if (got >= payload.length) done(), resolve();
+    };
+    const onError = (err: Error) => (done(), reject(err));
+    const onClose = () => (done(), reject(new Error('closed before the echo')));
+    const done = () => (conn.off('data', onData), conn.off('error', onError), conn.off('close', onClose));
+    conn.on('data', onData);
+    conn.once('error', onError);
+    conn.once('close', onClose);
+    conn.write(payload);
+  });
+}
+
+async function openConnection(route: Route, echo: string, n: number): Promise<number[]> {
+  const conn = await route.dial(echo);
+  for (let i = 0; i < 50; i++) await exchange(conn, request); // warm-up
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    await exchange(conn, request);
+    samples.push(performance.now() - t);
+  }
+  conn.destroy();
+  return samples;
+}
+
+async function dialEach(route: Route, echo: string, n: number, payload = request): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const conn = await route.dial(echo);
+    await exchange(conn, payload);
+    conn.destroy();
+    samples.push(performance.now() - t);
+  }
+  return samples;
+}
+
+/** Dials per second: `parallel` workers each dial, send 1 byte, read it back, close, for `ms`. */
+async function dialRate(route: Route, echo: string, parallel: number, ms: number): Promise<number> {
+  const one = Buffer.from('x');
+  const until = performance.now() + ms;
+  let done = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (performance.now() < until) {
+        const conn = await route.dial(echo);
+        await exchange(conn, one);
+        conn.destroy();
+        done++;
+      }
+    }),
+  );
+  return done / ((performance.now() - started) / 1000);
+}
+
+interface Measured {
+  openP50: number;
+  openP99: number;
+  dialP50: number;
+  dialP99: number;
+  rate: number;
+}
+
+export async function runLatency(report: Report, subjects: Subjects, targets: Targets, quick: boolean): Promise<void> {
+  const section = 'Latency and dial rate';
+  const [nOpen, nDial, rateMs, parallel] = quick ? [500, 100, 1500, 16] : [3000, 400, 4000, 16];
+  const results = new Map<Subject['role'], Measured>();
+  for (const subject of subjects.list()) {
+    const m = await subject.use(async (s): Promise<Measured> => {
+      await dialEach(s.route, targets.echo, 20); // warm-up
+      const open = await openConnection(s.route, targets.echo, nOpen);
+      const dial = await dialEach(s.route, targets.echo, nDial);
+      const rate = await dialRate(s.route, targets.echo, parallel, rateMs);
+      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP50: percentile(dial, 50), dialP99: percentile(dial, 99), rate };
+    });
+    if (!results.has(subject.role)) results.set(subject.role, m);
+    const direct = results.get('direct')!;
+    const base = (v: number) => (subject.role === 'direct' ? undefined : { subject: 'direct TCP', value: v });
+    report.add({ section, metric: '64 B round trip, open connection, p50', subject: subject.name, value: m.openP50, unit: 'ms', baseline: base(direct.openP50) });
+    report.add({ section, metric: '64 B round trip, open connection, p99', subject: subject.name, value: m.openP99, unit: 'ms', baseline: base(direct.openP99) });
+    report.add({ section, metric: 'new dial + 64 B round trip + close, p50', subject: subject.name, value: m.dialP50, unit: 'ms', baseline: base(direct.dialP50) });
+    report.add({ section, metric: 'new dial + 64 B round trip + close, p99', subject: subject.name, value: m.dialP99, unit: 'ms', baseline: base(direct.dialP99) });
+    report.add({ section, metric: `dial rate (dial, 1 B each way, close; ${parallel} in flight)`, subject: subject.name, value: m.rate, unit: 'dials/s', baseline: base(direct.rate) });
+    if (subject.role === 'ours@go-hub') {
+      const go = results.get('go-agent@go-hub');
+      if (go) {
+        const added = (x: Measured) => x.dialP50 - direct.dialP50;
+        report.add({ section, metric: 'added latency per request with a new dial (p50 minus direct): ours vs Go agent', subject: subject.name, value: added(m), unit: 'ms', baseline: { subject: 'Go agent', value: added(go) }, target: { text: 'no more than the Go agent', met: added(m) <= added(go) * 1.05 } });
+        const addedOpen = (x: Measured) => x.openP50 - direct.openP50;
+        report.add({ section, metric: 'added latency per request on an open connection (p50 minus direct): ours vs Go agent', subject: subject.name, value: addedOpen(m), unit: 'ms', baseline: { subject: 'Go agent', value: addedOpen(go) }, target: { text: 'no more than the Go agent', met: addedOpen(m) <= addedOpen(go) * 1.05 } });
+        report.add({ section, metric: 'dial rate: ours vs Go agent', subject: subject.name, value: m.rate, unit: 'dials/s', baseline: { subject: 'Go agent', value: go.rate } });
+      }
+    }
+  }
+}

@@ -1,0 +1,90 @@
+// Results: every figure sits next to a baseline measured in the same run, as a ratio, so a table
+// from a noisy machine still says something. Written as JSON (for tools) and Markdown (for people).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+
+export interface Row {
+  section: string;
+  /** What was measured, e.g. "1 GiB download, 1 stream". */
+  metric: string;
+  /** Which path or server, e.g. "ours hub, http-connect". */
+  subject: string;
+  value: number;
+  unit: string;
+  baseline?: { subject: string; value: number };
+  /** value / baseline, or for "lower is better" units still value / baseline (read with the unit). */
+  ratio?: number;
+  /** The issue's target for this figure and whether it was met. */
+  target?: { text: string; met: boolean };
+  note?: string;
+}
+
+export class Report {
+  readonly rows: Row[] = [];
+  readonly notes: string[] = [];
+  private readonly started = new Date();
+
+  add(row: Omit<Row, 'ratio'>): Row {
+    const full: Row = { ...row, ratio: row.baseline && row.baseline.value !== 0 ? row.value / row.baseline.value : undefined };
+    this.rows.push(full);
+    const base = full.baseline ? `   vs ${full.baseline.subject} ${fmt(full.baseline.value)} (x${fmt(full.ratio!)})` : '';
+    const target = full.target ? `   target ${full.target.text}: ${full.target.met ? 'met' : 'NOT met'}` : '';
+    console.log(`  [${row.section}] ${row.metric} | ${row.subject}: ${fmt(row.value)} ${row.unit}${base}${target}`);
+    return full;
+  }
+
+  note(text: string): void {
+    this.notes.push(text);
+    console.log(`  note: ${text}`);
+  }
+
+  write(dir: string, args: string[], seconds: number): void {
+    mkdirSync(dir, { recursive: true });
+    const machine = { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), node: process.version, kernel: os.release() };
+    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, anpBinDir: process.env.ANP_BIN_DIR ?? null, machine, rows: this.rows, notes: this.notes };
+    writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
+    writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds));
+  }
+
+  private markdown(started: string, machine: Record<string, unknown>, args: string[], seconds: number): string {
+    const lines = [
+      '# spoke-agent bench: latest results',
+      '',
+      `Run ${started} (${Math.round(seconds)} s, \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\`), ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, Go reference binaries: ${process.env.ANP_BIN_DIR ? 'yes' : 'no (ANP_BIN_DIR unset)'}.`,
+      'Each ratio is value / baseline, both measured in this run. See bench/README.md for what each figure means.',
+      '',
+    ];
+    for (const section of [...new Set(this.rows.map((r) => r.section))]) {
+      lines.push(`## ${section}`, '', '| metric | subject | value | baseline | ratio | target |', '|---|---|---:|---|---:|---|');
+      for (const r of this.rows.filter((x) => x.section === section)) {
+        const base = r.baseline ? `${r.baseline.subject}: ${fmt(r.baseline.value)}` : '';
+        const target = r.target ? `${r.target.met ? 'met' : '**not met**'}: ${r.target.text}` : '';
+        lines.push(`| ${r.metric}${r.note ? ` (${r.note})` : ''} | ${r.subject} | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${target} |`);
+      }
+      lines.push('');
+    }
+    if (this.notes.length) lines.push('## Notes', '', ...this.notes.map((n) => `- ${n}`), '');
+    return lines.join('\n');
+  }
+}
+
+export function fmt(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  const a = Math.abs(n);
+  if (a >= 1000) return Math.round(n).toString();
+  if (a >= 100) return n.toFixed(0);
+  if (a >= 10) return n.toFixed(1);
+  if (a >= 1) return n.toFixed(2);
+  return n.toPrecision(2);
+}
+
+/** p-th percentile (0..100) of samples, nearest rank. */
+export function percentile(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+export const MiB = 2 ** 20;
+export const GiB = 2 ** 30;

@@ -1,0 +1,73 @@
+// `npm run bench [-- --quick] [section ...]`: runs the sections (all by default), prints each figure
+// next to its same-run baseline, and writes bench/results/latest.{json,md}. Loopback only; every
+// process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
+import { fileURLToPath } from 'node:url';
+import { anpBinDir, makePki, startTargets } from './env.js';
+import { runDns } from './dns.js';
+import { runLatency } from './latency.js';
+import { Report } from './report.js';
+import { runScale } from './scale.js';
+import { runSlowConsumer } from './slow-consumer.js';
+import { Subjects } from './subjects.js';
+import { runThroughput } from './throughput.js';
+
+const sections = ['throughput', 'latency', 'scale', 'slow', 'dns'] as const;
+type Section = (typeof sections)[number];
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const unknown = args.filter((a) => a !== '--quick' && !(sections as readonly string[]).includes(a));
+if (unknown.length) {
+  console.error(`bench: unknown argument(s) ${unknown.join(' ')}; usage: npm run bench -- [--quick] [${sections.join('|')} ...]`);
+  process.exit(2);
+}
+const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
+const wanted = (s: Section) => chosen.size === 0 || chosen.has(s);
+
+const budgetMs = (quick ? 5 : 14) * 60_000;
+const watchdog = setTimeout(() => {
+  console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);
+  void cleanup().finally(() => process.exit(1));
+}, budgetMs);
+
+const started = performance.now();
+const report = new Report();
+const pki = makePki();
+const targets = await startTargets();
+const subjects = new Subjects(pki);
+const cleanup = async () => {
+  await subjects.close();
+  await targets.close();
+};
+process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
+
+console.log(`bench: ${quick ? 'quick, ' : ''}sections ${sections.filter(wanted).join(', ')}; Go reference: ${anpBinDir ?? 'none (set ANP_BIN_DIR to compare)'}`);
+let failed = false;
+const run = async (name: Section, fn: () => Promise<void>) => {
+  if (!wanted(name)) return;
+  console.log(`\n== ${name}`);
+  const t = performance.now();
+  try {
+    await fn();
+  } catch (err) {
+    failed = true;
+    report.note(`section ${name} failed: ${(err as Error).stack ?? err}`);
+  }
+  console.log(`   (${((performance.now() - t) / 1000).toFixed(0)} s)`);
+};
+try {
+  // First: the later sections leave thousands of loopback ports in use, and a DNS server on port 0
+  // binds UDP and TCP on the same number.
+  await run('dns', () => runDns(report, quick));
+  await run('throughput', () => runThroughput(report, subjects, targets, quick));
+  await run('latency', () => runLatency(report, subjects, targets, quick));
+  await run('slow', () => runSlowConsumer(report, subjects, targets, quick));
+  await run('scale', () => runScale(report, pki, quick));
+} finally {
+  await cleanup();
+  clearTimeout(watchdog);
+}
+const dir = fileURLToPath(new URL('results/', import.meta.url));
+report.write(dir, args, (performance.now() - started) / 1000);
+console.log(`\nbench: wrote ${dir}latest.json and latest.md in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+process.exit(failed ? 1 : 0);
