@@ -167,13 +167,28 @@ export class ServerConnection extends EventEmitter {
     this.opts.log.info({ serverID: this.serverID }, 'sent DRAIN');
   }
 
-  close(reason: string): void {
+  /**
+   * Ends the stream. `graceful` half-closes it so packets already written (a DRAIN, a last
+   * CLOSE_RSP) reach the server first; the server then ends its side, or we cancel after a grace.
+   */
+  close(reason: string, graceful = false): void {
     if (this.closed) return;
     this.closed = true;
     this.tunnel.abortAll();
-    this.call.cancel();
-    this.client.close();
     for (const resume of this.writableWaiters.splice(0)) resume();
+    const release = () => {
+      this.call.cancel();
+      this.client.close();
+    };
+    if (graceful) {
+      this.call.end();
+      const timer = setTimeout(release, 5000);
+      timer.unref();
+      this.call.once('status', () => {
+        clearTimeout(timer);
+        release();
+      });
+    } else release();
     this.opts.log.info({ serverID: this.serverID, reason }, 'server stream closed');
     this.emit('closed', reason);
   }
@@ -183,6 +198,6 @@ export class ServerConnection extends EventEmitter {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.tunnel.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
-    this.close(reason);
+    this.close(reason, true);
   }
 }
