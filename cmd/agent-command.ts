@@ -1,45 +1,81 @@
-// `spoke-agent [flags]`: parse and validate flags, start the health server and the agent (and a
-// local hub when no --proxy-server-host is given), and shut down gracefully on signals.
+// `spoke-agent [flags]`: parse and validate flags, then start, in order: the rules and the DNS
+// server (when --cluster-name is set), the dial policy, the health server, the agent (with a local
+// hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
 import { Registry } from 'prom-client';
 import { Agent } from '../agent/agent.js';
+import { mergeIdentifiers } from '../agent/identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
+import { resolveForDial } from '../dns/dial.js';
+import { resolveHandler, rulesHandler } from '../dns/explain.js';
+import { dnsFlags } from '../dns/options.js';
+import { startDns } from '../dns/setup.js';
+import { dialPolicy } from '../kube/dial-policy.js';
+import { kubeFlags, validateKubeOptions } from '../kube/options.js';
+import { followRuleIdentifiers } from '../kube/reregister.js';
+import { authGuards, startKubeSources } from '../kube/sources.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger, type Logger } from '../observability/log.js';
+import { RuleHolder } from '../rules/holder.js';
+import { ruleIdentifiers } from '../rules/identifiers.js';
+import { ruleFlags, rulesFromFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from './flags.js';
 import { startLocalHub } from './local-hub.js';
 
-export const agentCommandFlags = { ...agentFlags } satisfies FlagSet;
+export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags } satisfies FlagSet;
+
+/** A start-up problem the operator must fix: printed as one line, exit code 2. */
+class UsageError extends Error {}
 
 export async function runAgentCommand(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve --help\n\nFlags:\n${usage(agentCommandFlags)}\n`);
     return 0;
   }
-  let parsed;
+  const cleanups: Array<() => Promise<void> | void> = [];
+  const shutdown = async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  };
   try {
-    parsed = parseFlags(agentCommandFlags, argv, process.env);
+    return await start(argv, cleanups, shutdown);
   } catch (err) {
-    if (!(err instanceof FlagError)) throw err;
-    process.stderr.write(`spoke-agent: ${err.message}\n`);
-    return 2;
+    await shutdown();
+    if (err instanceof UsageError || err instanceof FlagError) {
+      process.stderr.write(`spoke-agent: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
   }
+}
+
+async function start(argv: string[], cleanups: Array<() => Promise<void> | void>, shutdown: () => Promise<void>): Promise<number> {
+  const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
-  if (parsed.positionals.length > 0) {
-    process.stderr.write(`spoke-agent: unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)\n`);
-    return 2;
-  }
-  const problem = validateAgentOptions(o);
-  if (problem) {
-    process.stderr.write(`spoke-agent: ${problem}\n`);
-    return 2;
-  }
+  if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)`);
+  const problem = validateAgentOptions(o) ?? validateKubeOptions(o);
+  if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level);
   const ignored = Object.values(agentCommandFlags).filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name)).map((f) => `--${f.name}`);
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
-
   const registry = Agent.withProcessMetrics(new Registry());
-  const cleanups: Array<() => Promise<void> | void> = [];
+
+  // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
+  let holder: RuleHolder | undefined;
+  let dns: Awaited<ReturnType<typeof startDns>> | undefined;
+  if (o.clusterName !== '') {
+    const rules = rulesFromFlags(o);
+    if (!rules.ok) throw new UsageError(`invalid rules: ${rules.errors.join('; ')}`);
+    holder = new RuleHolder(rules.value);
+    try {
+      dns = await startDns(o, holder, registry, log.child({ component: 'dns' }));
+    } catch (err) {
+      throw new UsageError(`DNS server: ${(err as Error).message}`);
+    }
+    cleanups.push(() => dns!.close());
+  }
+  const policy = dialPolicy({ kube: o, rules: holder && dns && { holder, resolveForDial: (h) => resolveForDial(dns!.resolver, h) }, registry, log });
+  cleanups.push(() => policy.stop());
+
   let targets = o.proxyServerHost.map((h) => (/:\d+$/.test(h) && !h.endsWith(']') ? h : `${h}:${o.proxyServerPort}`));
   if (!parsed.given.has('proxy-server-host')) {
     const hub = await startLocalHub(log, `127.0.0.1:${o.healthServerPort}`);
@@ -47,25 +83,42 @@ export async function runAgentCommand(argv: string[]): Promise<number> {
     Object.assign(o, hub.agentCredentials);
     targets = [hub.agentTarget];
   }
+  const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
+  const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers });
 
-  const agent = new Agent(o, targets, { log, registry });
+  let guards;
+  try {
+    guards = authGuards({ kube: o, log, registry });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
+  if (guards.metrics) health.protectMetrics(guards.metrics);
+  if (holder && dns) {
+    health.addRoute('/debug/resolve', resolveHandler(dns.resolver), guards.debug);
+    health.addRoute('/debug/rules', rulesHandler(holder), guards.debug);
+  }
   try {
     const addr = await health.listen();
-    log.info({ port: addr.port }, 'health server listening: /healthz /readyz /metrics');
+    log.info({ port: addr.port }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules');
   } catch (err) {
-    log.fatal({ err }, `cannot listen on --health-server-port ${o.healthServerPort}`);
-    for (const c of cleanups) await c();
-    return 1;
+    throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
-  cleanups.unshift(() => health.close());
+  cleanups.push(() => health.close());
+
+  if (holder) {
+    cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
+    try {
+      cleanups.push(startKubeSources({ kube: o, rules: o, holder, log, registry }));
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
   agent.start();
-  log.info({ agentID: agent.agentID, targets, identifiers: o.agentIdentifiers }, 'spoke-agent started');
-  return waitForSignals(agent, o.drainTimeout, log, async () => {
-    agent.stop();
-    for (const c of cleanups) await c();
-  });
+  cleanups.push(() => agent.stop());
+  log.info({ agentID: agent.agentID, targets, identifiers }, 'spoke-agent started');
+  return waitForSignals(agent, o.drainTimeout, log, shutdown);
 }
 
 /** First SIGTERM/SIGINT drains (DRAIN sent, in-flight connections finish); a second exits at once. */
