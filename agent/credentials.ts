@@ -1,8 +1,9 @@
 // TLS and bearer-token material for one connection attempt. Files are read on every connect, so a
 // rotated CA bundle, client certificate or token is used without a restart (the Go agent reads
 // them once at start-up: "x509: certificate signed by unknown authority after hub restore").
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 
 export interface CredentialFiles {
@@ -50,4 +51,30 @@ export function loadCredentials(files: CredentialFiles): LoadedCredentials {
     channel = grpc.credentials.combineChannelCredentials(channel, bearer);
   }
   return { channel, fingerprint: tlsFingerprint(files) };
+}
+
+/** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,
+ * so a wrong path or a garbled file is a clear error rather than a retry loop. */
+export function tlsFilesProblem(files: CredentialFiles): string | undefined {
+  const attempt = (flag: string, path: string, check: (text: string) => void): string | undefined => {
+    if (!path) return undefined;
+    try {
+      check(readFileSync(path, 'utf8'));
+      return undefined;
+    } catch (err) {
+      return `--${flag}=${path}: ${(err as Error).message}`;
+    }
+  };
+  return (
+    attempt('ca-cert', files.caCert, (pem) => {
+      const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g);
+      if (!blocks) throw new Error('no PEM certificate found');
+      for (const block of blocks) new X509Certificate(block);
+    }) ??
+    attempt('agent-cert', files.agentCert, (pem) => void new X509Certificate(pem)) ??
+    attempt('agent-key', files.agentKey, (key) => void createSecureContext({ cert: readFileSync(files.agentCert), key })) ??
+    attempt('service-account-token-path', files.serviceAccountTokenPath, (token) => {
+      if (token.trim() === '') throw new Error('the token file is empty');
+    })
+  );
 }

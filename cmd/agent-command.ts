@@ -3,6 +3,7 @@
 // hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
 import { Registry } from 'prom-client';
 import { Agent } from '../agent/agent.js';
+import { tlsFilesProblem } from '../agent/credentials.js';
 import { mergeIdentifiers } from '../agent/identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { resolveForDial } from '../dns/dial.js';
@@ -51,7 +52,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
   if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)`);
-  const problem = validateAgentOptions(o) ?? validateKubeOptions(o);
+  const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level);
