@@ -55,6 +55,16 @@ export function peerOf(socket: { remoteAddress?: string; remotePort?: number } |
 
 const tooManyPings = Buffer.from('too_many_pings');
 
+/**
+ * The payload of grpc-go's BDP-estimator pings (internal/transport/bdp_estimator.go bdpPing). A grpc-go
+ * client sends one only on receiving DATA, after the previous one's ack, so that DATA frame left
+ * grpc-go's server after the previous ping was handled and always forgives it. Our forgiveness comes
+ * from writes *queued* (a frame queued before one ping can leave after its ack and trigger the next),
+ * so without this a Go agent or konnectivity-client receiving data got GOAWAY too_many_pings.
+ */
+const bdpPingPayload = Buffer.from([2, 4, 16, 16, 9, 14, 7, 7]);
+export const isBdpPing = (payload: Buffer | undefined) => payload !== undefined && bdpPingPayload.equals(payload);
+
 /** Applies the policy to the PING frames of one connection; `byPeer` lets its calls find its strikes. */
 export function watchPings(session: http2.ServerHttp2Session, policy: EnforcementPolicy, byPeer: Map<string, PingStrikes>, log: Logger): void {
   const peer = peerOf(session.socket);
@@ -65,7 +75,8 @@ export function watchPings(session: http2.ServerHttp2Session, policy: Enforcemen
     streams++;
     stream.once('close', () => streams--);
   });
-  session.on('ping', () => {
+  session.on('ping', (payload?: Buffer) => {
+    if (isBdpPing(payload)) strikes.wrote();
     if (!strikes.ping(Date.now(), streams)) return;
     log.warn({ peer }, 'client pings too often: GOAWAY too_many_pings');
     session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, tooManyPings);
