@@ -24,7 +24,7 @@ export interface TestUpstream {
   close(): Promise<void>;
 }
 
-export async function startTestUpstream(zone: Record<string, TestRecord[]>): Promise<TestUpstream> {
+export async function startTestUpstream(zone: Record<string, TestRecord[]>, attempts = 5): Promise<TestUpstream> {
   const udp = dgram.createSocket('udp4');
   await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
   const port = udp.address().port;
@@ -106,6 +106,13 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>): Pro
     });
     socket.on('error', () => undefined);
   });
-  await new Promise<void>((resolve) => tcp.listen(port, '127.0.0.1', resolve));
+  try {
+    await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(port, '127.0.0.1', resolve));
+  } catch (err) {
+    // UDP chose the port; something else may hold it for TCP. Try another.
+    udp.close();
+    if (attempts <= 1) throw err;
+    return startTestUpstream(zone, attempts - 1);
+  }
   return state;
 }
