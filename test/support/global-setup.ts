@@ -1,5 +1,6 @@
-// Makes sure dig and kdig (Debian's dnsutils and knot-dnsutils) are there for the DNS tests: CI runs
-// as root on Debian with the Debian mirrors reachable, so install them when missing.
+// Makes sure dig and kdig (Debian's dnsutils and knot-dnsutils) are there for the DNS tests, and
+// kubectl (Debian's kubernetes-client, for `kubectl kustomize`) for the manifests test: CI runs as root
+// on Debian with the Debian mirrors reachable, so install them when missing.
 import { execFileSync } from 'node:child_process';
 
 const has = (tool: string) => {
@@ -11,13 +12,17 @@ const has = (tool: string) => {
   }
 };
 
+// Debian package for each tool.
+const packages: Record<string, string> = { dig: 'dnsutils', kdig: 'knot-dnsutils', kubectl: 'kubernetes-client' };
+
 export default function setup(): void {
-  if (has('dig') && has('kdig')) return;
+  const missing = [...new Set(Object.keys(packages).filter((tool) => !has(tool)).map((tool) => packages[tool]!))];
+  if (missing.length === 0) return;
   if (process.getuid?.() !== 0) {
-    console.warn('global-setup: dig/kdig missing and not root; the tests that use them will fail (apt-get install dnsutils knot-dnsutils)');
+    console.warn(`global-setup: not root, so not installing ${missing.join(' ')}; the tests that use them will fail (apt-get install ${missing.join(' ')})`);
     return;
   }
-  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'dnsutils', 'knot-dnsutils'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   try {
     install();
   } catch {

@@ -1,0 +1,94 @@
+// Child processes for tests that run the real entry point or a copy of the repository: collected
+// output, waiting for a line, and the exit code.
+import { execFileSync, spawn, type SpawnOptions } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface Child {
+  pid: number;
+  stdout(): string;
+  stderr(): string;
+  write(text: string): void;
+  end(): void;
+  /** Resolves with the first match of `re` in stdout+stderr. */
+  waitFor(re: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export function run(command: string, args: string[], opts: SpawnOptions = {}): Child {
+  const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], ...opts });
+  let out = '';
+  let err = '';
+  const waiters = new Set<() => void>();
+  const wake = () => waiters.forEach((w) => w());
+  child.stdout!.on('data', (c: Buffer) => ((out += c.toString()), wake()));
+  child.stderr!.on('data', (c: Buffer) => ((err += c.toString()), wake()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => (resolve({ code, signal }), wake())));
+  let done = false;
+  void exited.then(() => (done = true));
+  return {
+    pid: child.pid!,
+    stdout: () => out,
+    stderr: () => err,
+    write: (text) => child.stdin!.write(text),
+    end: () => child.stdin!.end(),
+    exited,
+    kill: (signal = 'SIGTERM') => {
+      if (!done) child.kill(signal);
+    },
+    waitFor: (re, timeoutMs = 30_000) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          const m = (out + err).match(re);
+          if (m) return finish(() => resolve(m));
+          if (done) return finish(() => reject(new Error(`exited before printing ${re}:\n${out}\n${err}`)));
+        };
+        const timer = setTimeout(() => finish(() => reject(new Error(`timed out waiting for ${re}:\n${out}\n${err}`))), timeoutMs);
+        const finish = (f: () => void) => {
+          clearTimeout(timer);
+          waiters.delete(check);
+          f();
+        };
+        waiters.add(check);
+        check();
+      }),
+  };
+}
+
+/** `spoke-agent ARGS` from source, as `npm start -- ARGS` runs it. */
+export function runCli(args: string[], opts: SpawnOptions = {}): Child {
+  return run(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/main.ts'), ...args], { cwd: repoRoot, ...opts });
+}
+
+/**
+ * The files a fresh clone has (plus untracked, not ignored ones, so work in progress is seen),
+ * copied to a temporary folder. `node_modules` is a symlink to ours: `npm install` per test is too slow.
+ */
+export function copyOfRepo(opts: { linkNodeModules: boolean }): { dir: string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'spoke-agent-copy-'));
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: repoRoot, encoding: 'utf8' }).split('\0').filter(Boolean);
+  for (const file of files) {
+    const from = join(repoRoot, file);
+    if (!existsSync(from)) continue; // deleted in the work tree, not yet committed
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    cpSync(from, join(dir, file));
+  }
+  if (opts.linkNodeModules) symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A loopback port nothing listens on (bound and released). */
+export function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
