@@ -79,6 +79,8 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
 
   let targets = o.proxyServerHost.map((h) => (/:\d+$/.test(h) && !h.endsWith(']') ? h : `${h}:${o.proxyServerPort}`));
   if (!parsed.given.has('proxy-server-host')) {
+    // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
+    if (!parsed.given.has('health-server-host')) o.healthServerHost = '127.0.0.1';
     const hub = await startLocalHub(log, `127.0.0.1:${o.healthServerPort}`);
     cleanups.push(() => hub.close());
     Object.assign(o, hub.agentCredentials);
