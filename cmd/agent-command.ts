@@ -11,9 +11,8 @@ import { resolveHandler, rulesHandler } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { dialPolicy } from '../kube/dial-policy.js';
-import { kubeFlags, validateKubeOptions } from '../kube/options.js';
+import { kubeFlags, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
-import { authGuards, startKubeSources } from '../kube/sources.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger, type Logger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
@@ -89,9 +88,11 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
   const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers });
 
+  // Loaded only when needed: @kubernetes/client-node alone adds ~60 MiB of RSS.
+  const kube = usesKubeApi(o) ? await import('../kube/sources.js') : undefined;
   let guards;
   try {
-    guards = authGuards({ kube: o, log, registry });
+    guards = kube ? kube.authGuards({ kube: o, log, registry }) : {};
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -113,7 +114,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (holder) {
     cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
     try {
-      cleanups.push(startKubeSources({ kube: o, rules: o, holder, log, registry }));
+      if (kube) cleanups.push(kube.startKubeSources({ kube: o, rules: o, holder, log, registry }));
     } catch (err) {
       throw new UsageError((err as Error).message);
     }

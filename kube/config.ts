@@ -2,10 +2,7 @@
 // loadFromCluster() does not fail outside a cluster (it yields https://undefined:undefined), so the
 // environment is checked first.
 import { KubeConfig } from '@kubernetes/client-node';
-
-export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
-  return Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
-}
+import { inCluster } from './options.js';
 
 /** The API server's configuration, or undefined when there is neither a kubeconfig nor a cluster. */
 export function loadKubeConfig(kubeconfigPath: string, env: NodeJS.ProcessEnv = process.env): KubeConfig | undefined {

@@ -51,3 +51,12 @@ export function validateKubeOptions(o: KubeOptions): string | undefined {
   if (o.autoExposeNamespaceSelector !== '' && !o.autoExpose) return '--auto-expose-namespace-selector needs --auto-expose';
   return undefined;
 }
+
+export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
+}
+
+/** Whether the flags need the Kubernetes API at all; the client library costs ~60 MiB, so load it only then. */
+export function usesKubeApi(o: KubeOptions, env: NodeJS.ProcessEnv = process.env): boolean {
+  return o.rulesConfigmap !== '' || o.autoExpose || o.metricsAuth || o.debugAuth === 'true' || (o.debugAuth === 'auto' && inCluster(env));
+}

@@ -8,10 +8,10 @@ import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleFlagValues } from '../rules/options.js';
-import { inCluster, loadKubeConfig } from './config.js';
+import { loadKubeConfig } from './config.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { KubeMetrics } from './metrics.js';
-import { parseObjectRef, type KubeOptions } from './options.js';
+import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { ResilientWatch } from './watch.js';
 
