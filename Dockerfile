@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# spoke-agent image: `docker build -t spoke-agent:0.1.0 .`. The runtime has Node 24, the compiled
+# agent and its production dependencies only: no shell, no package manager, uid 65532.
+
+# Compiles TypeScript to dist/ (and copies the .proto files the agent loads at run time).
+FROM node:24-trixie-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# `npm install`, not `npm ci`: npm ci rejects this lock (vite, under vitest, has a Windows-only
+# optional dependency the lock lacks), even with --omit=dev; npm install keeps the locked versions.
+# No install scripts: tsc needs none (the `node` devDependency's would fetch a second Node).
+RUN npm install --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY agent ./agent
+COPY client ./client
+COPY cmd ./cmd
+COPY dns ./dns
+COPY hub ./hub
+COPY kube ./kube
+COPY observability ./observability
+COPY proto ./proto
+COPY rules ./rules
+RUN npm run build
+
+# Production dependencies alone, installed apart so no devDependency reaches the runtime.
+FROM node:24-trixie-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund
+
+FROM gcr.io/distroless/nodejs24-debian13:nonroot
+WORKDIR /app
+ENV NODE_ENV=production
+# package.json for "type": "module": dist/ is ESM.
+COPY package.json ./
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+USER 65532:65532
+# Health (/healthz /readyz /metrics /debug) and DNS (unprivileged: no root, no capability).
+EXPOSE 8093/tcp 5353/udp 5353/tcp
+# Node is PID 1: the agent handles SIGTERM itself (drains, then exits 0; a second signal exits at once).
+ENTRYPOINT ["/nodejs/bin/node", "--enable-source-maps", "/app/dist/cmd/main.js"]
