@@ -158,11 +158,16 @@ export function parseFlags<S extends FlagSet>(set: S, argv: readonly string[], e
   return { values: values as Values<S>, given, positionals };
 }
 
+/** The default as `--help` and the README show it. */
+export function shownDefault(f: Flag): string {
+  return f.defaultText ?? (f.kind === 'duration' ? formatDuration(f.default as number) : Array.isArray(f.default) ? (f.default as string[]).join(',') : String(f.default));
+}
+
 /** `--help` text: one flag a line, like pflag's usage. */
 export function usage(set: FlagSet): string {
   return Object.values(set)
     .map((f) => {
-      const def = f.defaultText ?? (f.kind === 'duration' ? formatDuration(f.default as number) : Array.isArray(f.default) ? (f.default as string[]).join(',') : String(f.default));
+      const def = shownDefault(f);
       const type = f.kind === 'bool' ? '' : ` ${f.kind}`;
       return `      --${f.name}${type}\n            ${f.help}${def !== '' ? ` (default ${JSON.stringify(def)})` : ''}${f.ignored ? ' [accepted for compatibility; no effect]' : ''}`;
     })

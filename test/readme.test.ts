@@ -1,0 +1,87 @@
+// README.md stays true: the generated flags section matches the code, every metric is listed, local
+// links resolve, and the two quick-start commands work on a copy of the repository.
+import { existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import { dirname, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readmePath, withFlagsSection } from '../cmd/flags-doc.js';
+import { copyOfRepo, repoRoot, run } from './support/processes.js';
+
+const readme = readFileSync(readmePath, 'utf8');
+const file = (path: string) => readFileSync(join(repoRoot, path), 'utf8');
+
+describe('README.md', () => {
+  it('has the flags section `npm run docs:flags` generates from the code', () => {
+    expect(readme, 'README flags are stale: run npm run docs:flags').toBe(withFlagsSection(readme));
+  });
+
+  it('lists every metric the agent registers', () => {
+    const goPrefix = /const goPrefix = '([^']+)'/.exec(file('agent/metrics.ts'))![1]!;
+    const names = ['agent/metrics.ts', 'agent/allowlist.ts', 'dns/metrics.ts', 'kube/metrics.ts'].flatMap((f) =>
+      [...file(f).matchAll(/name: [`']((?:\$\{goPrefix\})?[a-z_]+)[`']/g)].map((m) => m[1]!.replace('${goPrefix}', goPrefix)),
+    );
+    expect(names.length).toBeGreaterThan(25);
+    for (const name of names) expect(readme, name).toContain(`\`${name}`);
+  });
+
+  it('links only to files that exist', () => {
+    for (const [, target] of readme.matchAll(/\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)/g)) expect(existsSync(join(dirname(readmePath), target!)), target).toBe(true);
+  });
+});
+
+describe('quick start', () => {
+  const blocks = [...readme.matchAll(/```sh\n([^`]*?)\n```/g)].map((m) => m[1]!.trim());
+
+  it('is exactly `npm install && npm start` and `npm install && npm test`', () => {
+    expect(blocks.slice(0, 2)).toEqual(['npm install && npm start', 'npm install && npm test']);
+  });
+
+  it('`npm test` is what CI runs after its install (not run here: it would run this suite inside itself)', () => {
+    const commands = file('.ci/run').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const install = commands.findIndex((c) => /^npm install\b/.test(c));
+    expect(install).toBeGreaterThanOrEqual(0);
+    expect(commands.slice(install + 1)).toContain('npm test');
+    expect((JSON.parse(file('package.json')) as { scripts: Record<string, string> }).scripts.test).toMatch(/\bvitest run\b/);
+  });
+
+  describe('`npm start` on a copy of the repository', () => {
+    // node_modules is linked, not installed (contributing section of the README).
+    const copy = copyOfRepo({ linkNodeModules: true });
+    const start = run('npm', ['start'], { cwd: copy.dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    afterAll(() => {
+      try {
+        process.kill(-start.pid, 'SIGKILL'); // npm, sh, tsx, node: whatever is left
+      } catch {}
+      copy.remove();
+    });
+
+    it('prints a curl line whose request goes through the tunnel, then exits 0 on SIGTERM', async () => {
+      const [, proxyPort, target, path] = await start.waitFor(/curl -p -x http:\/\/127\.0\.0\.1:(\d+) http:\/\/([\d.]+:\d+)(\/\S*)/, 60_000);
+      await start.waitFor(/connected to proxy-server/);
+      // What curl -p -x does: CONNECT through the proxy, then the request over the tunnel.
+      const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        http
+          .request({ host: '127.0.0.1', port: Number(proxyPort), method: 'CONNECT', path: target })
+          .on('connect', (res, socket) => {
+            if (res.statusCode !== 200) return reject(new Error(`CONNECT: ${res.statusCode}`));
+            http
+              .get({ createConnection: () => socket, path, headers: { host: target } }, (r) => {
+                let body = '';
+                r.on('data', (c: Buffer) => (body += c.toString()));
+                r.on('end', () => resolve({ status: r.statusCode!, body }));
+              })
+              .on('error', reject);
+          })
+          .on('error', reject)
+          .end();
+      });
+      expect({ status, body: body.trim() }).toEqual({ status: 200, body: 'ok' });
+      // npm itself dies of a signal instead of waiting for its script; the agent is what handles SIGTERM
+      // (as PID 1 in the image), and npm start then exits with the agent's code.
+      const agentPid = Number(/"pid":(\d+)/.exec(start.stdout())![1]);
+      process.kill(agentPid, 'SIGTERM');
+      expect((await start.exited).code, start.stdout() + start.stderr()).toBe(0);
+      expect(start.stdout()).toMatch(/drained, exiting/);
+    }, 90_000);
+  });
+});
