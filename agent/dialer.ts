@@ -56,10 +56,45 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
   throw lastError!;
 }
 
+/**
+ * Target sockets read into one buffer shared by every connection (instead of a fresh 64 KiB buffer
+ * per read, which is most of the agent's garbage): each read is encoded into a DATA packet, a copy,
+ * before the next read can reuse the buffer. 256 KiB reads also mean fewer, larger packets.
+ */
+const sharedReadBuffer = Buffer.allocUnsafe(256 << 10);
+type Relay = (chunk: Uint8Array) => boolean;
+const relays = new WeakMap<net.Socket, Relay>();
+/** Bytes read before a relay was attached (not expected: reads arrive as I/O callbacks after the dial settles). */
+const early = new WeakMap<net.Socket, Buffer[]>();
+
+/** Sends the reads of a socket made by dialTcp to `relay` (false from it pauses the socket); false for other streams. */
+export function relayTargetReads(socket: unknown, relay: Relay): boolean {
+  if (!(socket instanceof net.Socket) || !early.has(socket)) return false;
+  relays.set(socket, relay);
+  const pending = early.get(socket)!;
+  early.set(socket, []);
+  for (const chunk of pending) if (!relay(chunk)) socket.pause();
+  return true;
+}
+
 function connect(ip: string, port: number, address: string, deadline: number, signal?: AbortSignal): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
-    const socket = net.connect({ host: ip, port, noDelay: true });
+    const socket: net.Socket = net.connect({
+      host: ip,
+      port,
+      noDelay: true,
+      onread: {
+        buffer: sharedReadBuffer,
+        callback: (nread, buffer) => {
+          const relay = relays.get(socket);
+          if (relay) return relay(buffer.subarray(0, nread));
+          early.get(socket)?.push(Buffer.from(buffer.subarray(0, nread)));
+          return true;
+        },
+      },
+    });
+    early.set(socket, []);
     const fail = (err: DialError) => {
       cleanup();
       socket.destroy();

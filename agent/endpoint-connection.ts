@@ -9,6 +9,7 @@
 //   cannot stall its neighbours (ANP #180). Memory per connection stays near `maxBuffer`.
 import type { Duplex } from 'node:stream';
 import { PacketType, type OutPacket } from '../proto/packets.js';
+import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
 
@@ -16,6 +17,8 @@ import type { AgentMetrics } from './metrics.js';
 export interface PacketSink {
   /** False when the stream is backed up: stop producing until `whenWritable` fires. */
   send(packet: OutPacket): boolean;
+  /** DATA on the hot path: encodes `payload` before returning, so it may be a reused read buffer. */
+  sendData(connectID: bigint, payload: Uint8Array): boolean;
   whenWritable(resume: () => void): void;
 }
 
@@ -37,6 +40,7 @@ export class EndpointConnection {
   private closed = false;
   private highWater = 0;
   private overBudget = false;
+  private readonly wireID: bigint;
   /** When the target last accepted bytes (or the connection opened). */
   private lastProgress = performance.now();
   private readonly flushed = () => {
@@ -49,31 +53,39 @@ export class EndpointConnection {
 
   constructor(readonly connectID: string, private readonly socket: Duplex, private readonly sink: PacketSink, private readonly opts: EndpointOptions) {
     opts.metrics.openEndpointConnections.inc();
+    this.wireID = BigInt(connectID);
   }
 
   /** Starts relaying target bytes; call after DIAL_RSP is sent so DATA never precedes it. */
   start(): void {
     const { socket } = this;
-    socket.on('data', (chunk: Buffer) => {
-      if (this.closed) return;
-      this.opts.metrics.bytes.inc({ direction: 'from_target' }, chunk.length);
-      if (!this.sink.send({ type: PacketType.DATA, data: { connectID: this.connectID, data: chunk } })) {
-        socket.pause();
-        this.sink.whenWritable(() => {
-          if (!this.closed) socket.resume();
-        });
-      }
-    });
+    // Sockets from our dialer read into a buffer shared by all connections; others emit 'data'.
+    if (!relayTargetReads(socket, this.relay)) {
+      socket.on('data', (chunk: Buffer) => {
+        if (!this.relay(chunk)) socket.pause();
+      });
+    }
     // Remote EOF ends the whole tunnel connection, as in the Go agent: the protocol has no half-close.
     socket.on('end', () => this.finish(undefined, 'remote EOF'));
     socket.on('error', (err: Error) => this.finish(undefined, `target error: ${err.message}`));
     socket.on('close', () => this.finish(undefined, 'target closed'));
   }
 
+  /** Sends target bytes as DATA; false when the socket must stop reading until the stream drains. */
+  private readonly relay = (chunk: Uint8Array): boolean => {
+    if (this.closed) return true;
+    this.opts.metrics.bytesFromTarget.inc(chunk.length);
+    if (this.sink.sendData(this.wireID, chunk)) return true;
+    this.sink.whenWritable(() => {
+      if (!this.closed) this.socket.resume();
+    });
+    return false;
+  };
+
   /** DATA from the hub. */
   write(data: Buffer): void {
     if (this.closed) return;
-    this.opts.metrics.bytes.inc({ direction: 'to_target' }, data.length);
+    this.opts.metrics.bytesToTarget.inc(data.length);
     this.socket.write(data, this.flushed);
     const buffered = this.socket.writableLength;
     if (buffered > this.highWater) this.highWater = buffered;

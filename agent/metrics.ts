@@ -24,6 +24,8 @@ export class AgentMetrics {
   readonly bufferHighWater: Histogram;
   readonly bufferOverflows: Counter;
   readonly bytes: Counter<'direction'>;
+  readonly bytesToTarget: Counter.Internal;
+  readonly bytesFromTarget: Counter.Internal;
   /** Pre-bound children: the packet counters sit on the data path. */
   private readonly packetChildren: Record<Segment, Counter.Internal[]>;
 
@@ -43,6 +45,8 @@ export class AgentMetrics {
     this.bufferHighWater = new Histogram({ name: 'spoke_agent_connection_buffer_high_water_bytes', help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.', buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20], registers });
     this.bufferOverflows = new Counter({ name: 'spoke_agent_connection_buffer_overflows_total', help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.', registers });
     this.bytes = new Counter({ name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers });
+    this.bytesToTarget = this.bytes.labels('to_target');
+    this.bytesFromTarget = this.bytes.labels('from_target');
     const children = (segment: Segment) => Object.values(PacketType).filter((v): v is number => typeof v === 'number').map((t) => this.streamPackets.labels(segment, packetTypeName(t)));
     this.packetChildren = { from_agent: children('from_agent'), to_agent: children('to_agent') };
   }

@@ -3,12 +3,15 @@
 // write back-pressure, DRAIN, and a liveness probe.
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
+import { encodeDataPacket } from '../proto/data-codec.js';
 import { AgentService, Header, PacketType, type OutPacket, type Packet } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
 import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
 
 const connect = AgentService.service.Connect!;
+/** Packets are objects, except DATA from targets, which arrives already encoded (encodeDataPacket). */
+const serialize = (p: OutPacket | Buffer): Buffer => (Buffer.isBuffer(p) ? p : (connect.requestSerialize(p) as Buffer));
 
 /** Never throws: a packet that does not decode reaches the Tunnel as MalformedPacket. */
 function decode(bytes: Buffer): Packet | MalformedPacket {
@@ -45,7 +48,7 @@ export class ServerConnection extends EventEmitter {
   serverID = '';
   serverCount = 1;
   private readonly client: grpc.Client;
-  private readonly call: grpc.ClientDuplexStream<OutPacket, Packet | MalformedPacket>;
+  private readonly call: grpc.ClientDuplexStream<OutPacket | Buffer, Packet | MalformedPacket>;
   private readonly writableWaiters: Array<() => void> = [];
   private closed = false;
   private drained = false;
@@ -70,12 +73,12 @@ export class ServerConnection extends EventEmitter {
     const md = new grpc.Metadata();
     md.set(Header.agentID, opts.agentID);
     if (opts.agentIdentifiers) md.set(Header.agentIdentifiers, opts.agentIdentifiers);
-    this.call = this.client.makeBidiStreamRequest('/AgentService/Connect', connect.requestSerialize as (p: OutPacket) => Buffer, decode, md);
+    this.call = this.client.makeBidiStreamRequest('/AgentService/Connect', serialize, decode, md);
     this.call.on('drain', () => {
       for (const resume of this.writableWaiters.splice(0)) resume();
     });
     this.tunnel = new Tunnel({
-      sink: { send: (p) => this.send(p), whenWritable: (resume) => this.writableWaiters.push(resume) },
+      sink: { send: (p) => this.send(p), sendData: (id, payload) => this.sendData(id, payload), whenWritable: (resume) => this.writableWaiters.push(resume) },
       dial: opts.dial,
       maxBuffer: opts.maxBuffer,
       connectIDs: opts.connectIDs,
@@ -143,6 +146,12 @@ export class ServerConnection extends EventEmitter {
     if (this.closed) return true;
     this.opts.metrics.observePacket('from_agent', packet.type);
     return this.call.write(packet);
+  }
+
+  sendData(connectID: bigint, payload: Uint8Array): boolean {
+    if (this.closed) return true;
+    this.opts.metrics.observePacket('from_agent', PacketType.DATA);
+    return this.call.write(encodeDataPacket(connectID, payload));
   }
 
   get isClosed(): boolean {

@@ -23,7 +23,11 @@ function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writab
       return agentSide;
     });
   const tunnel = new Tunnel({
-    sink: { send: (p) => (sent.push(p), opts.writable ? opts.writable() : true), whenWritable: (r) => resumers.push(r) },
+    sink: {
+      send: (p) => (sent.push(p), opts.writable ? opts.writable() : true),
+      sendData: (id, payload) => (sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }), opts.writable ? opts.writable() : true),
+      whenWritable: (r) => resumers.push(r),
+    },
     dial,
     maxBuffer: opts.maxBuffer ?? 1 << 20,
     stallMs: opts.stallMs ?? 2000,
