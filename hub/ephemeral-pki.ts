@@ -42,8 +42,11 @@ function newKeys(): { pem: string; forgeKeys: forge.pki.rsa.KeyPair } {
 function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions: object[]): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
-  // Positive 64-bit serial, hex.
-  cert.serialNumber = `00${randomBytes(8).toString('hex')}`;
+  // A positive serial in minimal DER: top bit clear (no sign padding needed) and a non-zero first
+  // byte. A redundant leading 00 is "illegal padding" to OpenSSL's strict INTEGER decoding.
+  const serial = randomBytes(8);
+  serial[0] = (serial[0]! & 0x7f) | 0x01;
+  cert.serialNumber = serial.toString('hex');
   const { notBefore, notAfter } = validity();
   cert.validity.notBefore = notBefore;
   cert.validity.notAfter = notAfter;
