@@ -9,23 +9,13 @@ import type { Duplex } from 'node:stream';
 import { dialThroughProxy } from '../client/dial.js';
 import { waitUntil } from '../test/support/agent.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
-import { pattern } from '../test/support/targets.js';
+import { pattern, unusedPort } from '../test/support/targets.js';
 
 export const repoRoot = new URL('..', import.meta.url).pathname;
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
 const profileDir = process.env.BENCH_CPU_PROF;
 export const anpBinDir = process.env.ANP_BIN_DIR;
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const clockTicks = 100; // USER_HZ on Linux
 
@@ -154,7 +144,7 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
 
 /** The Go proxy-server (ANP_BIN_DIR), mTLS on both ports with our PKI, like the anchor. */
 export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): Promise<Hub> {
-  const [server, agent, health, admin] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [server, agent, health, admin] = [await unusedPort(), await unusedPort(), await unusedPort(), await unusedPort()];
   // prettier-ignore
   const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default',
     '--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`,
@@ -176,7 +166,7 @@ export interface AgentProc {
 
 /** Our agent as its own process (its RSS is its own), from source via tsx, mTLS to the hub. */
 export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[] = []): Promise<AgentProc> {
-  const health = await freePort();
+  const health = await unusedPort();
   // prettier-ignore
   const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags]);
@@ -190,7 +180,7 @@ export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[]
 }
 
 export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
-  const [health, admin] = [await freePort(), await freePort()];
+  const [health, admin] = [await unusedPort(), await unusedPort()];
   // prettier-ignore
   const args = ['--proxy-server-host=127.0.0.1', `--proxy-server-port=${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];

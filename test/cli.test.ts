@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { dialFlags } from '../client/dial-command.js';
-import { closedPort, runCli, type Child } from './support/processes.js';
+import { runCli, type Child } from './support/processes.js';
+import { unusedPort } from './support/targets.js';
 import { startEchoServer, type Target } from './support/targets.js';
 
 let agent: Child;
@@ -48,7 +49,7 @@ describe('spoke-agent dial through the local hub of `spoke-agent`', () => {
   });
 
   it.each(['grpc', 'http-connect'] as const)('--mode=%s to a closed port exits 1 with the error the hub relays', async (mode) => {
-    const target = `127.0.0.1:${await closedPort()}`;
+    const target = `127.0.0.1:${await unusedPort()}`;
     const port = mode === 'grpc' ? ports.grpc : ports.httpConnect;
     const dial = runCli(['dial', `--mode=${mode}`, '--proxy-host=127.0.0.1', `--proxy-port=${port}`, target]);
     dial.end();

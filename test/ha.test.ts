@@ -1,13 +1,12 @@
 // High availability against several hub replicas behind one loopback balancer: one stream per
 // replica, failover, reconnect after a replica returns, and a hub that is down at start.
-import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub, type ProxyHubOptions } from '../hub/proxy-server.js';
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
-import { pattern, sha256, startEchoServer, type Target } from './support/targets.js';
+import { pattern, sha256, startEchoServer, unusedPort, type Target } from './support/targets.js';
 import { TcpBalancer } from './support/tcp-balancer.js';
 
 const pki = makePki();
@@ -41,13 +40,6 @@ async function echoThrough(hub: ProxyHub, echo: Target): Promise<void> {
   expect(sum).toBe(sha256(payload));
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 describe.each(['round-robin', 'random'] as const)('three replicas behind a %s balancer', (policy) => {
   it('holds one stream per replica quickly, fails over, and reconnects a replica that returns', async () => {
@@ -93,7 +85,7 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
 
 describe('hub lifecycle', () => {
   it('an agent started while the hub is down is ready within one backoff interval of the hub coming up', async () => {
-    const port = await freePort();
+    const port = await unusedPort();
     const agent = startAgent([`localhost:${port}`], [...agentFlags, '--sync-interval=500ms', '--sync-interval-cap=2s'], { resolve });
     cleanups.push(() => agent.stop());
     await new Promise((r) => setTimeout(r, 10_000));

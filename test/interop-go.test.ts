@@ -17,29 +17,18 @@
 // The Go servers run at -v=5; their logs are checked for protocol complaints about our agent.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialError, dialThroughProxy, type DialOptions } from '../client/dial.js';
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
+import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
 const binDir = process.env.ANP_BIN_DIR;
 const haveBinaries = !!binDir && existsSync(join(binDir, 'proxy-server')) && existsSync(join(binDir, 'proxy-test-client'));
 const agentID = 'spoke-interop-agent';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** One Go proxy-server process; its combined output is kept in `log`. */
 class GoServer {
@@ -53,7 +42,7 @@ class GoServer {
   ) {}
 
   static async create(mode: 'grpc' | 'http-connect', strategies: string, serverID: string): Promise<GoServer> {
-    const ports = { server: await freePort(), agent: await freePort(), health: await freePort(), admin: await freePort() };
+    const ports = { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
     return new GoServer(mode, strategies, serverID, ports);
   }
 
@@ -191,20 +180,6 @@ async function dialError(server: GoServer, address: string): Promise<DialError> 
   return err as DialError;
 }
 
-/** Writes `payload`, reads as many bytes back, returns their checksum. */
-function roundTrip(conn: Duplex, payload: Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let got = 0;
-    conn.on('data', (c: Buffer) => {
-      chunks.push(c);
-      got += c.length;
-      if (got >= payload.length) resolve(sha256(Buffer.concat(chunks)));
-    });
-    conn.on('error', reject);
-    conn.write(payload);
-  });
-}
 
 const closed = (conn: Duplex) => new Promise<void>((resolve) => (conn.destroyed ? resolve() : conn.once('close', () => resolve())));
 
@@ -265,7 +240,7 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
   });
 
   it('the Go test-client sees the agent\'s refusal text (grpc) and a 502 (http-connect)', async () => {
-    const refused = await freePort();
+    const refused = await unusedPort();
     const viaGrpc = await testClient(grpcServer, ['--request-host=127.0.0.1', `--request-port=${refused}`]);
     expect(viaGrpc.code).not.toBe(0);
     expect(viaGrpc.output).toContain(`failed to dial request 127.0.0.1:${refused}, got dial tcp 127.0.0.1:${refused}: connect: connection refused`);
@@ -278,7 +253,7 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
     const from = grpcServer.log.length;
     const conn = await dial(grpcServer, echo.address);
     const payload = pattern(1 << 20, 7);
-    expect(await roundTrip(conn, payload)).toBe(sha256(payload));
+    expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
     conn.end();
     await closed(conn);
     await waitUntil(() => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0, 5000, 'the CLOSE_RSP to reach the frontend');
@@ -289,7 +264,7 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
   it('dialThroughProxy through the Go http-connect frontend: 1 MiB echoed intact', async () => {
     const conn = await dial(connectServer, `localhost:${echo.port}`);
     const payload = pattern(1 << 20, 9);
-    expect(await roundTrip(conn, payload)).toBe(sha256(payload));
+    expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
     conn.destroy();
   });
 
@@ -306,7 +281,7 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
   });
 
   it('a refused dial carries the agent\'s Go-worded error to our client; the server counts it as error_response', async () => {
-    const refused = await freePort();
+    const refused = await unusedPort();
     const before = metric(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}') ?? 0;
     expect((await dialError(grpcServer, `127.0.0.1:${refused}`)).message).toBe(`dial tcp 127.0.0.1:${refused}: connect: connection refused`);
     const viaConnect = await dialError(connectServer, `127.0.0.1:${refused}`);
@@ -336,7 +311,7 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
     await agent!.ready(2, 15_000);
     expect(grpcServer.lines(/"Agent connected"/, from).some((l) => l.includes(agentID))).toBe(true);
     const conn = await dial(grpcServer, echo.address);
-    expect(await roundTrip(conn, Buffer.from('again'))).toBe(sha256('again'));
+    expect(await echoRoundTrip(conn, Buffer.from('again'))).toBe(sha256('again'));
     conn.destroy();
   });
 
@@ -361,9 +336,9 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
     await waitUntil(() => grpcServer.lines(/"agent is draining"/, from).some((l) => l.includes(agentID)), 5000, 'the Go server to log the DRAIN');
     expect(grpcServer.lines(/marked backend as draining/, from).length).toBe(1);
     // Still flows; and with no other agent the server falls back to the draining one for new dials.
-    expect(await roundTrip(held, Buffer.from('during drain'))).toBe(sha256('during drain'));
+    expect(await echoRoundTrip(held, Buffer.from('during drain'))).toBe(sha256('during drain'));
     const fresh = await dial(grpcServer, echo.address);
-    expect(await roundTrip(fresh, Buffer.from('new dial'))).toBe(sha256('new dial'));
+    expect(await echoRoundTrip(fresh, Buffer.from('new dial'))).toBe(sha256('new dial'));
     fresh.end();
     held.end();
     await draining;

@@ -12,7 +12,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packets.js';
 import { startAgent, waitUntil } from './support/agent.js';
 import { makePki } from './support/certs.js';
-import { pattern, startHttpServer, type Target } from './support/targets.js';
+import { pattern, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -62,12 +62,7 @@ describe('graceful shutdown of the agent process', () => {
     const hub = await startHub();
     const web: Target = await startHttpServer();
     cleanups.push(() => web.close());
-    const healthPort = await new Promise<number>((r) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const { port } = s.address() as net.AddressInfo;
-        s.close(() => r(port));
-      });
-    });
+    const healthPort = await unusedPort();
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', 'cmd/main.ts', '--proxy-server-host=localhost', `--proxy-server-port=${hub.ports.agent}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=127.0.0.1', `--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', '--log-level=warn'],

@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService } from '../proto/packets.js';
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
+import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
 
 let pki: TestPki;
 let hub: ProxyHub;
@@ -26,20 +26,6 @@ function dial(mode: DialOptions['mode'], address: string, timeoutMs?: number): P
   return dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!, address, timeoutMs });
 }
 
-/** Writes `payload`, reads the same number of bytes back, returns their checksum. */
-function roundTrip(conn: Duplex, payload: Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let got = 0;
-    conn.on('data', (c: Buffer) => {
-      chunks.push(c);
-      got += c.length;
-      if (got >= payload.length) resolve(sha256(Buffer.concat(chunks)));
-    });
-    conn.on('error', reject);
-    conn.write(payload);
-  });
-}
 
 function httpGet(conn: Duplex, path: string, host = 'web'): Promise<{ head: string; body: Buffer }> {
   return new Promise((resolve, reject) => {
@@ -117,14 +103,14 @@ describe.each(modes)('through the %s frontend', (mode) => {
   it('echoes 1 MiB byte-identical, by identifier', async () => {
     const conn = await dial(mode, `echo.cluster1:${echo.port}`);
     const payload = pattern(1 << 20, 7);
-    expect(await roundTrip(conn, payload)).toBe(sha256(payload));
+    expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
     conn.destroy();
   });
 
   it('carries 100 MiB each way through the echo target intact', async () => {
     const conn = await dial(mode, `echo.cluster1:${echo.port}`);
     const payload = pattern(100 << 20, 11);
-    expect(await roundTrip(conn, payload)).toBe(sha256(payload));
+    expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
     conn.destroy();
   }, 120_000);
 
@@ -145,7 +131,7 @@ describe.each(modes)('through the %s frontend', (mode) => {
 
   it('holds 200 concurrent connections', async () => {
     const conns = await Promise.all(Array.from({ length: 200 }, () => dial(mode, `echo.cluster1:${echo.port}`)));
-    const sums = await Promise.all(conns.map((c, i) => roundTrip(c, pattern(4096, i + 1))));
+    const sums = await Promise.all(conns.map((c, i) => echoRoundTrip(c, pattern(4096, i + 1))));
     sums.forEach((s, i) => expect(s).toBe(sha256(pattern(4096, i + 1))));
     conns.forEach((c) => c.destroy());
     await waitUntil(() => agent.agent.clients.connections()[0]!.tunnel.connectionCount === 0, 5000, 'connections to close');
@@ -159,7 +145,7 @@ describe.each(modes)('through the %s frontend', (mode) => {
     await expect(dial(mode, 'slow.cluster1:80')).rejects.toThrow(mode === 'grpc' ? 'dial tcp: lookup slow.cluster1: i/o timeout' : /50[24]|timeout/);
     await expect(dial(mode, 'unknown.cluster2:80')).rejects.toThrow(mode === 'grpc' ? 'No agent available' : /500|No agent/);
     const conn = await dial(mode, `echo.cluster1:${echo.port}`);
-    expect(await roundTrip(conn, Buffer.from('still serving'))).toBe(sha256('still serving'));
+    expect(await echoRoundTrip(conn, Buffer.from('still serving'))).toBe(sha256('still serving'));
     conn.destroy();
   });
 });

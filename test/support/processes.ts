@@ -2,7 +2,6 @@
 // output, waiting for a line, and the exit code.
 import { execFileSync, spawn, type SpawnOptions } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -83,12 +82,3 @@ export function copyOfRepo(opts: { linkNodeModules: boolean }): { dir: string; r
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** A loopback port nothing listens on (bound and released). */
-export function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 
 export interface Target {
   host: string;
@@ -93,4 +94,31 @@ export function pattern(size: number, seed = 1): Buffer {
 
 export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
+}
+
+/** A loopback port nothing listens on (bound, then released): to dial for a refusal, or to bind later. */
+export function unusedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Writes `payload` to a connection to an echo target, reads as many bytes back, returns their checksum. */
+export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let got = 0;
+    conn.on('data', (c: Buffer) => {
+      chunks.push(c);
+      got += c.length;
+      if (got >= payload.length) resolve(sha256(Buffer.concat(chunks)));
+    });
+    conn.on('error', reject);
+    conn.write(payload);
+  });
 }
