@@ -42,7 +42,7 @@ export class Agent {
       keepaliveMs: options.keepaliveTime,
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
-      dial: (address, signal) => dialTcp(address, { timeoutMs: options.dialTimeout, signal, resolve: deps.resolve, authorize: deps.authorize }),
+      dial: (address, signal) => dialTcp(address, { timeoutMs: options.dialTimeout, signal, resolve: deps.resolve, authorize: deps.authorize, sharedReads: true }),
       metrics: this.metrics,
       log: deps.log,
     });

@@ -15,6 +15,11 @@ export interface DialOptions {
   signal?: AbortSignal;
   resolve?: HostResolver;
   authorize?: DialAuthorizer;
+  /**
+   * Read into the buffer shared by all target connections instead of emitting 'data': the caller
+   * must take the reads with relayTargetReads (the agent's endpoint connections do).
+   */
+  sharedReads?: boolean;
 }
 
 export class DialError extends Error {
@@ -47,7 +52,7 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
   let lastError: DialError | undefined;
   for (const ip of candidates) {
     try {
-      return await connect(ip, target.port, address, deadline, opts.signal);
+      return await connect(ip, target.port, address, deadline, opts);
     } catch (err) {
       lastError = err as DialError;
       if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
@@ -77,24 +82,21 @@ export function relayTargetReads(socket: unknown, relay: Relay): boolean {
   return true;
 }
 
-function connect(ip: string, port: number, address: string, deadline: number, signal?: AbortSignal): Promise<net.Socket> {
+function connect(ip: string, port: number, address: string, deadline: number, opts: DialOptions): Promise<net.Socket> {
+  const { signal } = opts;
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
-    const socket: net.Socket = net.connect({
-      host: ip,
-      port,
-      noDelay: true,
-      onread: {
-        buffer: sharedReadBuffer,
-        callback: (nread, buffer) => {
-          const relay = relays.get(socket);
-          if (relay) return relay(buffer.subarray(0, nread));
-          early.get(socket)?.push(Buffer.from(buffer.subarray(0, nread)));
-          return true;
-        },
+    const onread: net.OnReadOpts = {
+      buffer: sharedReadBuffer,
+      callback: (nread, buffer) => {
+        const relay = relays.get(socket);
+        if (relay) return relay(buffer.subarray(0, nread));
+        early.get(socket)?.push(Buffer.from(buffer.subarray(0, nread)));
+        return true;
       },
-    });
-    early.set(socket, []);
+    };
+    const socket: net.Socket = net.connect({ host: ip, port, noDelay: true, ...(opts.sharedReads ? { onread } : {}) });
+    if (opts.sharedReads) early.set(socket, []);
     const fail = (err: DialError) => {
       cleanup();
       socket.destroy();
