@@ -39,6 +39,7 @@ export class Tunnel {
   /** Connections whose targets are slow but reading; while any exists the stream is paused. */
   private readonly overBudget = new Set<EndpointConnection>();
   private stallTimer?: NodeJS.Timeout;
+  private readonly rejections = new Map<string, number>();
 
   constructor(private readonly opts: TunnelOptions) {}
 
@@ -183,8 +184,12 @@ export class Tunnel {
     for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 
+  /** Counts every rejected packet; logs the first few of each reason and then every 1000th, so a
+   * server sending garbage cannot flood the log. */
   private reject(reason: string, details: Record<string, unknown>, message: string): void {
     this.opts.metrics.rejectedPackets.inc({ reason });
-    this.opts.log.warn({ ...details, reason }, message);
+    const seen = (this.rejections.get(reason) ?? 0) + 1;
+    this.rejections.set(reason, seen);
+    if (seen <= 10 || seen % 1000 === 0) this.opts.log.warn({ ...details, reason, seen }, message);
   }
 }
