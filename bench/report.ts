@@ -42,7 +42,7 @@ export class Report {
   write(dir: string, args: string[], seconds: number): void {
     mkdirSync(dir, { recursive: true });
     const machine = { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), node: process.version, kernel: os.release() };
-    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, anpBinDir: process.env.ANP_BIN_DIR ?? null, machine, rows: this.rows, notes: this.notes };
+    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, goReference: process.env.ANP_BIN_DIR !== undefined, machine, rows: this.rows, notes: this.notes };
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
     writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds));
   }
