@@ -1,4 +1,5 @@
-// "host:port" as konnectivity carries it in DialRequest.address (Go's net.SplitHostPort rules).
+// "host:port" as konnectivity carries it in DialRequest.address (Go's net.SplitHostPort and
+// net.JoinHostPort rules), for every side that builds or reads one: agent, hub, client, DNS.
 export interface HostPort {
   host: string;
   port: number;
@@ -23,4 +24,9 @@ export function splitHostPort(address: string): HostPort | string {
   }
   if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) return `address ${address}: invalid port`;
   return { host, port: Number(portText) };
+}
+
+/** Go's net.JoinHostPort: brackets any host with a colon (an IPv6 address). */
+export function joinHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }

@@ -2,7 +2,7 @@
 // (DIAL_CLS). Errors read like Go's net errors, which is what hub clients of the Go agent see.
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
-import { splitHostPort } from './address.js';
+import { joinHostPort, splitHostPort } from './address.js';
 
 /** Resolves a host name to addresses (IP literals never reach it). */
 export type HostResolver = (host: string) => Promise<string[]>;
@@ -102,7 +102,7 @@ function connect(ip: string, port: number, address: string, deadline: number, op
       socket.destroy();
       reject(err);
     };
-    const onError = (err: NodeJS.ErrnoException) => fail(new DialError(`dial tcp ${net.isIPv6(ip) ? `[${ip}]` : ip}:${port}: connect: ${describe(err)}`, err.code === 'ECONNREFUSED' ? 'refused' : 'unknown'));
+    const onError = (err: NodeJS.ErrnoException) => fail(new DialError(`dial tcp ${joinHostPort(ip, port)}: connect: ${describe(err)}`, err.code === 'ECONNREFUSED' ? 'refused' : 'unknown'));
     const onAbort = () => fail(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
     const timer = setTimeout(() => fail(new DialError(`dial tcp ${address}: i/o timeout`, 'timeout')), Math.max(0, deadline - Date.now()));
     const cleanup = () => {

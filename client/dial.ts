@@ -64,9 +64,6 @@ export function dialContext(opts: DialOptions): DialContext {
   };
 }
 
-/** `host:port`, bracketing an IPv6 host. */
-export const joinHostPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
-
 /**
  * Resolves with the connection once the agent has dialed `address`; rejects with a DialError carrying
  * the hub's text ("No agent available", the agent's dial error) otherwise.

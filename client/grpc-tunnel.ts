@@ -3,7 +3,8 @@
 import { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
-import { DialError, joinHostPort, type DialContext, type DialOptions } from './dial.js';
+import { joinHostPort } from '../agent/address.js';
+import { DialError, type DialContext, type DialOptions } from './dial.js';
 import { newRandom } from './random.js';
 
 /** gRPC refuses messages over 4 MiB by default; smaller ones also keep flow control fine-grained. */

@@ -3,7 +3,8 @@
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { DialError, joinHostPort, type DialContext, type DialOptions } from './dial.js';
+import { joinHostPort } from '../agent/address.js';
+import { DialError, type DialContext, type DialOptions } from './dial.js';
 
 /** Bounds on what we read of a refusal. */
 const maxHeaderBytes = 16 * 1024;

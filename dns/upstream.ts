@@ -4,6 +4,7 @@
 import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIP, Socket } from 'node:net';
+import { joinHostPort } from '../agent/address.js';
 import { sameQuestion } from './wire.js';
 
 export interface UpstreamAddress {
@@ -129,7 +130,7 @@ export class Upstream {
   }
 
   describe(): string {
-    return isIP(this.address.host) === 6 ? `[${this.address.host}]:${this.address.port}` : `${this.address.host}:${this.address.port}`;
+    return joinHostPort(this.address.host, this.address.port);
   }
 
   close(): void {

@@ -5,6 +5,7 @@ import { once, type EventEmitter } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import { joinHostPort } from '../agent/address.js';
 import { createLogger, type Logger } from '../observability/log.js';
 import { AgentService, PacketType, ProxyService, type Packet } from '../proto/packets.js';
 import { agentConnectHandler, type AgentStream, type AgentTokenValidator } from './agent-port.js';
@@ -57,8 +58,6 @@ export interface HubPorts {
   httpConnect?: number;
 }
 
-const withPort = (host: string, port: number) => (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
-
 function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   const ca = tls.ca ? Buffer.from(tls.ca) : null;
@@ -66,7 +65,7 @@ function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
 }
 
 async function bindGrpc(server: grpc.Server, host: string, port: number, tls: TlsMaterial | undefined): Promise<number> {
-  return new Promise((resolve, reject) => server.bindAsync(withPort(host, port), grpcCredentials(tls), (err, bound) => (err ? reject(err) : resolve(bound))));
+  return new Promise((resolve, reject) => server.bindAsync(joinHostPort(host, port), grpcCredentials(tls), (err, bound) => (err ? reject(err) : resolve(bound))));
 }
 
 export class ProxyHub {

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
+import { joinHostPort } from '../../agent/address.js';
 
 export interface Target {
   host: string;
@@ -21,7 +22,7 @@ function wrap(server: net.Server, host: string, counter: () => number): Promise<
       resolve({
         host,
         port,
-        address: `${host.includes(':') ? `[${host}]` : host}:${port}`,
+        address: joinHostPort(host, port),
         accepted: counter,
         close: () =>
           new Promise((r) => {
