@@ -143,7 +143,7 @@ export class ClientSet {
     try {
       conn = await ServerConnection.open({
         target,
-        credentials: loadCredentials(this.opts.credentials).channel,
+        credentials: loadCredentials(this.opts.credentials),
         agentID: this.opts.agentID,
         agentIdentifiers: this.identifiers,
         keepaliveMs: this.opts.keepaliveMs,

@@ -13,12 +13,6 @@ export interface CredentialFiles {
   serviceAccountTokenPath: string;
 }
 
-export interface LoadedCredentials {
-  channel: grpc.ChannelCredentials;
-  /** Changes whenever the CA, certificate or key on disk change (the token is re-read per connect anyway). */
-  fingerprint: string;
-}
-
 const read = (path: string): Buffer | null => (path ? readFileSync(path) : null);
 
 /** Reads the token for the `authorization` header; trailing newlines would make an invalid header. */
@@ -26,13 +20,14 @@ export function readBearerToken(path: string): string {
   return readFileSync(path, 'utf8').trim();
 }
 
+/** Changes whenever the CA, certificate or key on disk change (the token is re-read per connect anyway). */
 export function tlsFingerprint(files: CredentialFiles): string {
   const hash = createHash('sha256');
   for (const path of [files.caCert, files.agentCert, files.agentKey]) hash.update(read(path) ?? '').update('\0');
   return hash.digest('hex').slice(0, 16);
 }
 
-export function loadCredentials(files: CredentialFiles): LoadedCredentials {
+export function loadCredentials(files: CredentialFiles): grpc.ChannelCredentials {
   const ca = read(files.caCert);
   const cert = read(files.agentCert);
   const key = read(files.agentKey);
@@ -50,7 +45,7 @@ export function loadCredentials(files: CredentialFiles): LoadedCredentials {
     });
     channel = grpc.credentials.combineChannelCredentials(channel, bearer);
   }
-  return { channel, fingerprint: tlsFingerprint(files) };
+  return channel;
 }
 
 /** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,
