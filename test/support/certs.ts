@@ -25,11 +25,6 @@ function write(dir: string, name: string, pair: CertAndKey): [string, string] {
   return paths;
 }
 
-/** A CA of its own (e.g. one the server does not trust); returns [certPath, keyPath]. */
-export function makeCa(dir: string, name = 'ca'): [string, string] {
-  return write(dir, name, createCa(name));
-}
-
 export function makePki(): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-pki-'));
   const ca = createCa('ca');
