@@ -1,7 +1,7 @@
 // Wires the agent together: metrics, the set of server streams, the dialer, and readiness.
 // What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
 import { randomUUID } from 'node:crypto';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry } from 'prom-client';
 import type { Logger } from '../observability/log.js';
 import type { ReadinessCheck } from '../observability/health-server.js';
 import { ClientSet } from './clientset.js';
@@ -46,11 +46,6 @@ export class Agent {
       metrics: this.metrics,
       log: deps.log,
     });
-  }
-
-  static withProcessMetrics(registry: Registry): Registry {
-    collectDefaultMetrics({ register: registry });
-    return registry;
   }
 
   /** The Go agent's `server-connected` check; red while draining so no new traffic is sent here. */

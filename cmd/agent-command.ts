@@ -1,7 +1,6 @@
 // `spoke-agent [flags]`: parse and validate flags, then start, in order: the rules and the DNS
 // server (when --cluster-name is set), the dial policy, the health server, the agent (with a local
 // hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
-import { Registry } from 'prom-client';
 import { Agent } from '../agent/agent.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
 import { mergeIdentifiers } from '../agent/identifiers.js';
@@ -13,7 +12,7 @@ import { startDns } from '../dns/setup.js';
 import { dialPolicy } from '../kube/dial-policy.js';
 import { kubeFlags, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
-import { HealthServer } from '../observability/health-server.js';
+import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger, type Logger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
@@ -57,7 +56,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const log = createLogger(level);
   const ignored = Object.values(agentCommandFlags).filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name)).map((f) => `--${f.name}`);
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
-  const registry = Agent.withProcessMetrics(new Registry());
+  const registry = processRegistry();
 
   // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
   let holder: RuleHolder | undefined;

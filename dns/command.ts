@@ -4,10 +4,9 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIPv6, Socket } from 'node:net';
 import dns2 from 'dns2';
-import { Registry, collectDefaultMetrics } from 'prom-client';
 import { agentFlags } from '../agent/options.js';
 import { bool, duration, FlagError, parseFlags, str, usage } from '../cmd/flags.js';
-import { HealthServer } from '../observability/health-server.js';
+import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
@@ -50,8 +49,7 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
     return 2;
   }
   const log = createLogger(values.logLevel);
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  const registry = processRegistry();
   const holder = new RuleHolder(rules.value);
   const dns = await startDns(values, holder, registry, log);
   const health = new HealthServer({ host: values.healthServerHost, port: values.healthServerPort, registry, log });

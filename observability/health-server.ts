@@ -4,7 +4,7 @@
 // on success.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from './log.js';
 
 export interface ReadinessCheck {
@@ -23,6 +23,13 @@ export interface HealthServerOptions {
   port: number;
   registry: Registry;
   log: Logger;
+}
+
+/** A registry for /metrics that starts with the process's own metrics (CPU, memory, event loop, GC). */
+export function processRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return registry;
 }
 
 export const ping: ReadinessCheck = { name: 'ping', check: () => undefined };
