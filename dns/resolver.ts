@@ -11,7 +11,7 @@ import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import type { Match, RuleSet } from '../rules/rule-set.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
-import { ResponseCache } from './cache.js';
+import { type CacheEntry, ResponseCache } from './cache.js';
 import type { DnsMetrics, Proto, Source } from './metrics.js';
 import { type Upstream, UpstreamError } from './upstream.js';
 import {
@@ -116,7 +116,7 @@ export class Resolver {
       const hit = this.answers.get(q.key, now);
       if (hit !== undefined) {
         this.opts.metrics.cacheHits.answers.inc();
-        this.send(msg, q, proto, reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, msg, q), hit.meta, started, reply);
+        this.send(msg, q, proto, aged(hit, now, msg, q), hit.meta, started, reply);
         return true;
       }
       this.resolve(msg, q, proto, now).then(
@@ -167,12 +167,8 @@ export class Resolver {
     }
     if (!this.opts.forward) return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'forward', answer: ['forwarding is off (--dns-forward=false)'] } };
 
-    const hit = this.upstreamCache.get(q.key, now);
-    if (hit !== undefined) {
-      this.opts.metrics.cacheHits.upstream.inc();
-      return { bytes: reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, msg, q), info: hit.info, meta: hit.meta };
-    }
-    this.opts.metrics.cacheMisses.upstream.inc();
+    const hit = this.cachedUpstream(msg, q, now);
+    if (hit !== undefined) return hit;
     // Byte for byte: the client's own query goes upstream (with another ID) and its answer comes back.
     const fetched = await this.coalesce(`${proto}${q.key}`, () => this.fetch(msg, q.key, proto === 'tcp'));
     return { ...fetched, bytes: reuseResponse(fetched.bytes, fetched.info, 0, msg, q) };
@@ -203,17 +199,23 @@ export class Resolver {
   async lookupUpstream(name: string, qtype: number): Promise<Resolved> {
     const query = encodeQuery(name, qtype);
     const q = parseQuery(query) as Query;
-    const now = Date.now();
-    const hit = this.upstreamCache.get(q.key, now);
-    if (hit !== undefined) {
-      this.opts.metrics.cacheHits.upstream.inc();
-      return { bytes: reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, query, q), info: hit.info, meta: hit.meta };
-    }
-    this.opts.metrics.cacheMisses.upstream.inc();
+    const hit = this.cachedUpstream(query, q, Date.now());
+    if (hit !== undefined) return hit;
     return this.coalesce(`u${q.key}`, async () => {
       const udp = await this.fetch(query, q.key, false);
       return udp.bytes[2]! & 2 ? this.fetch(query, q.key, true) : udp;
     });
+  }
+
+  /** The upstream cache's answer to `msg`, counted as a hit or a miss. */
+  private cachedUpstream(msg: Buffer, q: Query, now: number): Resolved | undefined {
+    const hit = this.upstreamCache.get(q.key, now);
+    if (hit === undefined) {
+      this.opts.metrics.cacheMisses.upstream.inc();
+      return undefined;
+    }
+    this.opts.metrics.cacheHits.upstream.inc();
+    return { bytes: aged(hit, now, msg, q), info: hit.info, meta: hit.meta };
   }
 
   private async fetch(query: Buffer, key: string, tcp: boolean): Promise<Resolved> {
@@ -235,4 +237,9 @@ export class Resolver {
     }
     return p;
   }
+}
+
+/** A cached response made into the answer to `msg`, its TTLs reduced by the whole seconds it has been stored. */
+function aged(hit: CacheEntry<AnswerMeta>, now: number, msg: Buffer, q: Query): Buffer {
+  return reuseResponse(hit.bytes, hit.info, ((now - hit.storedAt) / 1000) | 0, msg, q);
 }
