@@ -6,6 +6,7 @@ import { isIP } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { DialAuthorizer, HostResolver } from './dialer.js';
+import { ipAddressBytes } from './ip.js';
 
 /** A parsed CIDR: the network's bytes (4 or 16) and its prefix length. */
 export interface Cidr {
@@ -18,25 +19,9 @@ export interface Cidr {
 export function ipBytes(ip: string): Uint8Array | undefined {
   const zone = ip.indexOf('%');
   const addr = zone === -1 ? ip : ip.slice(0, zone);
-  const family = isIP(addr);
-  if (family === 4) return Uint8Array.from(addr.split('.').map(Number));
-  if (family !== 6) return undefined;
-  let text = addr;
-  let tail: number[] = [];
-  const lastColon = text.lastIndexOf(':');
-  if (text.slice(lastColon + 1).includes('.')) {
-    tail = text.slice(lastColon + 1).split('.').map(Number);
-    text = `${text.slice(0, lastColon + 1)}0:0`;
-  }
-  const [head, rest] = text.split('::') as [string, string | undefined];
-  const groups = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
-  const left = groups(head);
-  const right = groups(rest);
-  const all = rest === undefined ? left : [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
-  const bytes = new Uint8Array(16);
-  all.forEach((g, i) => ((bytes[2 * i] = g >> 8), (bytes[2 * i + 1] = g & 0xff)));
-  if (tail.length) bytes.set(tail, 12);
-  const mapped = bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  if (!isIP(addr)) return undefined;
+  const bytes = ipAddressBytes(addr);
+  const mapped = bytes.length === 16 && bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
   return mapped ? bytes.slice(12) : bytes;
 }
 

@@ -1,7 +1,7 @@
 // DNS messages as bytes (RFC 1035 §4, EDNS RFC 6891). The query path reads and patches raw buffers
 // instead of decoding them into objects: a query is parsed into one small record and a cache key, and
 // a cached answer goes out as a copy with the ID and the question's case patched in.
-import { isIPv4 } from 'node:net';
+import { ipAddressBytes } from '../agent/ip.js';
 
 export const TYPE = { A: 1, NS: 2, CNAME: 5, SOA: 6, PTR: 12, MX: 15, TXT: 16, AAAA: 28, SRV: 33, OPT: 41, SVCB: 64, HTTPS: 65, ANY: 255 } as const;
 export const TYPE_NAME: Record<number, string> = Object.fromEntries(Object.entries(TYPE).map(([k, v]) => [v, k]));
@@ -272,9 +272,12 @@ function writeRecord(out: Buffer, pos: number, r: Rec): number {
   let end: number;
   switch (r.type) {
     case TYPE.A:
-    case TYPE.AAAA:
-      end = start + ipBytes(r.address, out, start);
+    case TYPE.AAAA: {
+      const bytes = ipAddressBytes(r.address);
+      out.set(bytes, start);
+      end = start + bytes.length;
       break;
+    }
     case TYPE.CNAME:
       end = writeName(out, start, r.target);
       break;
@@ -286,30 +289,6 @@ function writeRecord(out: Buffer, pos: number, r: Rec): number {
   }
   out.writeUInt16BE(end - start, pos + 8);
   return end;
-}
-
-/** Writes an IPv4 or IPv6 address (validated elsewhere with net.isIP) and returns its length. */
-function ipBytes(address: string, out: Buffer, pos: number): number {
-  if (isIPv4(address)) {
-    const parts = address.split('.');
-    for (let i = 0; i < 4; i++) out[pos + i] = Number(parts[i]);
-    return 4;
-  }
-  let text = address;
-  const groups: number[] = [];
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4) {
-    const [a, b, c, d] = v4[1]!.split('.').map(Number) as [number, number, number, number];
-    text = `${text.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const headGroups = head === '' ? [] : head.split(':');
-  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
-  groups.push(...headGroups.map((g) => parseInt(g, 16)));
-  for (let i = headGroups.length + tailGroups.length; i < 8; i++) groups.push(0);
-  groups.push(...tailGroups.map((g) => parseInt(g, 16)));
-  for (let i = 0; i < 8; i++) out.writeUInt16BE(groups[i]!, pos + 2 * i);
-  return 16;
 }
 
 /** A plain query for `name` (presentation form, valid labels) with RD and an OPT, ID 0. */
