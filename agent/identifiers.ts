@@ -2,18 +2,19 @@
 // by (`host=cluster1&host=cluster1.ns&default-route=true`). Validation accepts exactly what the Go
 // agent accepts (cmd/agent/app/options/options.go validateAgentIdentifiers: Go's url.ParseQuery,
 // then known keys only), so any flag value cluster-proxy passes the Go binary works here too.
+import { parseQuery } from '../proto/url-query.js';
 
 export const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as const;
 
 /** Returns a message when `text` is not a valid identifier string, worded like the Go agent's. */
 export function validateIdentifiers(text: string): string | undefined {
-  for (const pair of text.split('&')) {
-    if (pair === '') continue;
-    if (pair.includes(';')) return 'agent address is invalid: invalid semicolon separator in query';
-    const bad = /%(?![0-9a-fA-F]{2})(.{0,2})/.exec(pair);
-    if (bad) return `agent address is invalid: invalid URL escape "%${bad[1]}"`;
+  let query: Map<string, string[]>;
+  try {
+    query = parseQuery(text);
+  } catch (err) {
+    return `agent address is invalid: ${(err as Error).message}`;
   }
-  for (const key of new URLSearchParams(text).keys()) {
+  for (const key of query.keys()) {
     if (!(identifierKeys as readonly string[]).includes(key)) return `agent address is invalid: unknown address type: ${key}`;
   }
   return undefined;

@@ -1,5 +1,6 @@
 // The agentIdentifiers header and dial addresses, read the way the Go proxy-server reads them
 // (ANP proto/header/header.go GenAgentIdentifiers, pkg/util/net.go RemovePortFromHost).
+import { parseQuery } from '../proto/url-query.js';
 
 export interface Identifiers {
   ipv4: string[];
@@ -17,28 +18,6 @@ function parseGoBool(text: string): boolean | undefined {
   if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(text)) return true;
   if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(text)) return false;
   return undefined;
-}
-
-/** url.QueryUnescape: `+` is a space, and a bad escape is an error (URLSearchParams would let it pass). */
-function queryUnescape(text: string): string {
-  const bad = /%(?![0-9A-Fa-f]{2})(.{0,2})/s.exec(text);
-  if (bad) throw new Error(`invalid URL escape "%${bad[1]}"`);
-  const bytes = Buffer.from(text.replace(/\+/g, ' ').replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
-  return bytes.toString('utf8');
-}
-
-/** url.ParseQuery: repeated keys accumulate in order; a `;` is an error since Go 1.17. */
-function parseQuery(text: string): Map<string, string[]> {
-  const out = new Map<string, string[]>();
-  for (const part of text.split('&')) {
-    if (part === '') continue;
-    if (part.includes(';')) throw new Error('invalid semicolon separator in query');
-    const eq = part.indexOf('=');
-    const key = queryUnescape(eq === -1 ? part : part.slice(0, eq));
-    const value = queryUnescape(eq === -1 ? '' : part.slice(eq + 1));
-    out.set(key, [...(out.get(key) ?? []), value]);
-  }
-  return out;
 }
 
 /** Unknown keys are ignored ("fail open"), as the Go server does for agents newer than itself. */
