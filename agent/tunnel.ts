@@ -41,7 +41,11 @@ export class Tunnel {
   private stallTimer?: NodeJS.Timeout;
   private readonly rejections = new Map<string, number>();
 
-  constructor(private readonly opts: TunnelOptions) {}
+  private readonly stallMs: number;
+
+  constructor(private readonly opts: TunnelOptions) {
+    this.stallMs = opts.stallMs ?? 2000;
+  }
 
   get connectionCount(): number {
     return this.connections.size;
@@ -117,7 +121,7 @@ export class Tunnel {
           lingerMs: this.opts.lingerMs ?? 10_000,
           metrics: this.opts.metrics,
           log: this.opts.log,
-          stallMs: this.opts.stallMs ?? 2000,
+          stallMs: this.stallMs,
           onClosed: (c) => this.forget(c),
           onOverBudget: (c) => this.brake(c),
           onUnderBudget: (c) => this.release(c),
@@ -145,7 +149,7 @@ export class Tunnel {
     if (this.overBudget.size > 1) return;
     this.opts.pauseIncoming();
     // While paused, a target that stops reading altogether must not hold everyone else.
-    const stallMs = this.opts.stallMs ?? 2000;
+    const { stallMs } = this;
     this.stallTimer = setInterval(() => {
       for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
     }, Math.max(10, stallMs / 4));

@@ -2,6 +2,7 @@
 // server (when --cluster-name is set), the dial policy, the health server, the agent (with a local
 // hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
 import { Agent } from '../agent/agent.js';
+import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
 import { mergeIdentifiers } from '../agent/identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
@@ -75,7 +76,8 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const policy = dialPolicy({ kube: o, rules: holder && dns && { holder, resolveForDial: (h) => resolveForDial(dns!.resolver, h) }, registry, log });
   cleanups.push(() => policy.stop());
 
-  let targets = o.proxyServerHost.map((h) => (/:\d+$/.test(h) && !h.endsWith(']') ? h : `${h}:${o.proxyServerPort}`));
+  // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
+  let targets = o.proxyServerHost.map((h) => (typeof splitHostPort(h) === 'string' ? joinHostPort(h, o.proxyServerPort) : h));
   if (!parsed.given.has('proxy-server-host')) {
     // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
     if (!parsed.given.has('health-server-host')) o.healthServerHost = '127.0.0.1';
