@@ -129,13 +129,16 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
 /** First SIGTERM/SIGINT drains (DRAIN sent, in-flight connections finish); a second exits at once. */
 function waitForSignals(agent: Agent, drainTimeoutMs: number, log: Logger, shutdown: () => Promise<void>): Promise<number> {
   return new Promise((resolve) => {
-    let received = 0;
+    let firstAt = 0;
     const onSignal = (signal: NodeJS.Signals) => {
-      received++;
-      if (received > 1) {
+      if (firstAt !== 0) {
+        // `npm start` under a terminal delivers Ctrl-C twice (the process group, then tsx's relay):
+        // only a signal well after the first is the operator insisting.
+        if (Date.now() - firstAt < 1000) return;
         log.warn({ signal }, 'second signal: exiting without waiting for connections');
         process.exit(1);
       }
+      firstAt = Date.now();
       log.info({ signal, drainTimeoutMs }, 'draining: DRAIN sent to every proxy-server, waiting for in-flight connections');
       agent
         .drain(drainTimeoutMs)

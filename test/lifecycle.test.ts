@@ -57,23 +57,29 @@ function download(conn: Duplex, size: number, onProgress: (got: number) => void 
   });
 }
 
+/** The real agent process against `hub`, with its combined output and exit code. */
+async function spawnAgent(hub: ProxyHub) {
+  const healthPort = await unusedPort();
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'cmd/main.ts', '--proxy-server-host=localhost', `--proxy-server-port=${hub.ports.agent}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=127.0.0.1', `--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', '--log-level=warn'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  cleanups.push(() => child.kill('SIGKILL'));
+  await hub.waitForAgent(undefined, 20_000);
+  return { child, healthPort, exited, output: () => output };
+}
+
 describe('graceful shutdown of the agent process', () => {
   it('on SIGTERM sends DRAIN, finishes a 100 MiB transfer intact, turns unready, and exits 0', async () => {
     const hub = await startHub();
     const web: Target = await startHttpServer();
     cleanups.push(() => web.close());
-    const healthPort = await unusedPort();
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'cmd/main.ts', '--proxy-server-host=localhost', `--proxy-server-port=${hub.ports.agent}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=127.0.0.1', `--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', '--log-level=warn'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-    cleanups.push(() => child.kill('SIGKILL'));
-    await hub.waitForAgent(undefined, 20_000);
+    const { child, healthPort, exited, output } = await spawnAgent(hub);
 
     const conn = await dial(hub, `127.0.0.1:${web.port}`);
     const drain = hub.waitForPacket(PacketType.DRAIN, undefined, 20_000);
@@ -93,7 +99,29 @@ describe('graceful shutdown of the agent process', () => {
     }
     expect(await result).toEqual({ ok: true, got: size });
     conn.destroy();
-    expect(await exited, output).toBe(0);
+    expect(await exited, output()).toBe(0);
+  }, 60_000);
+
+  it('a second signal (not the duplicate a terminal delivers with the first) exits at once', async () => {
+    const hub = await startHub();
+    const web: Target = await startHttpServer();
+    cleanups.push(() => web.close());
+    const { child, exited, output } = await spawnAgent(hub);
+    const conn = await dial(hub, `127.0.0.1:${web.port}`);
+    conn.on('error', () => {});
+    const drain = hub.waitForPacket(PacketType.DRAIN, undefined, 20_000);
+    child.kill('SIGTERM');
+    child.kill('SIGTERM');
+    await drain;
+    await new Promise((r) => setTimeout(r, 1500));
+    // Still draining: the open connection holds it, and the immediate duplicate was ignored.
+    expect(child.exitCode).toBe(null);
+    const sent = Date.now();
+    child.kill('SIGTERM');
+    expect(await exited, output()).toBe(1);
+    expect(Date.now() - sent).toBeLessThan(2000);
+    expect(output()).toContain('second signal');
+    conn.destroy();
   }, 60_000);
 });
 
