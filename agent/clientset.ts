@@ -65,7 +65,7 @@ export class ClientSet {
     this.probeTimer.unref();
   }
 
-  /** Streams that are up and not being replaced or drained. */
+  /** Streams whose transport is up (draining ones included: they still carry connections). */
   get healthyCount(): number {
     let n = 0;
     for (const s of this.streams) if (s.conn.transportReady) n++;
@@ -127,10 +127,9 @@ export class ClientSet {
   private async syncOnce(): Promise<number> {
     this.refreshGeneration();
     const current = [...this.streams].filter((s) => s.generation === this.generation && !s.conn.isClosed);
-    const perTarget = new Map<string, number>();
-    for (const s of current) perTarget.set(s.target, (perTarget.get(s.target) ?? 0) + 1);
+    const connected = new Set(current.map((s) => s.target));
     // Every address must hold at least one stream, and together they must cover serverCount replicas.
-    const missingTarget = this.opts.targets.find((t) => !perTarget.has(t));
+    const missingTarget = this.opts.targets.find((t) => !connected.has(t));
     const enough = current.length >= Math.max(this.serverCount, this.opts.targets.length);
     if (enough && !missingTarget && !this.opts.syncForever) return this.backoff.steady();
     const target = missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!;
