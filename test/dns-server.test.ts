@@ -134,6 +134,17 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     await expect(r.resolve4('nope.prod.cluster1')).rejects.toMatchObject({ code: 'ENOTFOUND' });
   });
 
+  it('serves on an IPv6 address too (--dns-bind-address=::1), UDP and TCP', async () => {
+    const s = await stack(upstream, { dnsBindAddress: '::1' });
+    try {
+      const ask = async (...args: string[]) => (await run('dig', ['@::1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', '+short', ...args])).stdout;
+      expect(await ask('web.prod.cluster1', 'A')).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
+      expect(await ask('+tcp', 'echo.cluster1', 'A')).toBe('127.0.0.1\n');
+    } finally {
+      await s.dns.close();
+    }
+  });
+
   it('serves a replaced rule set at once', async () => {
     const holder = new RuleHolder(ruleSet([]));
     const s = await stack(upstream, {}, holder);
