@@ -1,9 +1,11 @@
 // The embedded DNS server under dnsperf (Debian's, installed with apt-get when missing), against a
-// naive dns2 server answering the same names from a Map, both in this process, in the same run.
+// naive dns2 server answering the same names from a Map, both in this process, in the same run, and
+// against dnsmasq (Debian's dnsmasq-base, the issue's reference) serving the same names: what a C
+// server reaches on this machine with the same load generator sharing its cores.
 // Three query mixes: rewritten names (answers cache warm), misses in the cluster zone (NXDOMAIN),
 // and forwarded names (upstream cache warm). Each at saturation (qps, mean latency) and, for
 // rewritten names, the mean latency at a fixed 10k queries/s.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +17,8 @@ import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { startTestUpstream } from '../test/support/dns-upstream.js';
+import { unusedPort } from '../test/support/targets.js';
+import { Proc } from './env.js';
 import type { Report } from './report.js';
 
 const run = promisify(execFile);
@@ -36,10 +40,11 @@ const mixes = {
 } as const;
 type Mix = keyof typeof mixes;
 
-function ensureDnsperf(): boolean {
+/** True when `command` is on PATH, after installing Debian's `pkg` if it was not and we are root. */
+function ensureCommand(command: string, pkg: string): boolean {
   const has = () => {
     try {
-      execFileSync('sh', ['-c', 'command -v dnsperf'], { stdio: 'ignore' });
+      execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore', env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } });
       return true;
     } catch {
       return false;
@@ -49,10 +54,10 @@ function ensureDnsperf(): boolean {
   if (process.getuid?.() !== 0) return false;
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   try {
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'dnsperf'], { stdio: 'inherit', env });
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', pkg], { stdio: 'inherit', env });
   } catch {
     execFileSync('apt-get', ['update'], { stdio: 'inherit', env });
-    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'dnsperf'], { stdio: 'inherit', env });
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', pkg], { stdio: 'inherit', env });
   }
   return has();
 }
@@ -101,9 +106,39 @@ async function startNaive(): Promise<{ port: number; close: () => Promise<void> 
   return { port: addr.udp.port, close: () => server.close() };
 }
 
+/**
+ * dnsmasq with the same answers: CNAMEs to the FQDNs with the FQDNs' addresses as local records (the
+ * issue's reference set-up), NXDOMAIN for the rest of the cluster zone, forwarding (cached) to the
+ * same upstream. Undefined when dnsmasq cannot be installed or started.
+ */
+async function startDnsmasq(upstreamPort: number, ttl: number): Promise<{ port: number; proc: Proc } | undefined> {
+  if (!ensureCommand('dnsmasq', 'dnsmasq-base')) return undefined;
+  const port = await unusedPort();
+  const fqdn = (n: string) => (n === 'cluster1' || n === 'cluster1.agent-ns' ? 'kubernetes.default.svc.cluster.test' : n.replace(/\.cluster1$/, '.svc.cluster.test'));
+  const args = [
+    '--keep-in-foreground', '--log-facility=-', '--pid-file=', '--conf-file=/dev/null', '--no-resolv', '--no-hosts',
+    `--port=${port}`, '--listen-address=127.0.0.1', '--bind-interfaces', '--cache-size=10000', `--local-ttl=${ttl}`,
+    `--server=127.0.0.1#${upstreamPort}`, '--local=/cluster1/',
+    ...mixes.rewritten.map((n) => `--cname=${n},${fqdn(n)}`),
+    ...[...new Set(mixes.rewritten.map(fqdn))].map((f) => `--host-record=${f},${upstreamZone[f as keyof typeof upstreamZone][0]!.address}`),
+  ];
+  const proc = new Proc('dnsmasq', spawn('dnsmasq', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } }));
+  // It logs "started" once it listens, or exits with the reason.
+  const started = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), 5000);
+    proc.child.stderr!.on('data', (c: Buffer) => c.toString().includes('started') && (clearTimeout(timer), resolve(true)));
+    proc.child.once('exit', () => (clearTimeout(timer), resolve(false)));
+  });
+  if (!started) {
+    await proc.stop();
+    return undefined;
+  }
+  return { port, proc };
+}
+
 export async function runDns(report: Report, quick: boolean): Promise<void> {
   const section = 'DNS (UDP, dnsperf)';
-  if (!ensureDnsperf()) {
+  if (!ensureCommand('dnsperf', 'dnsperf')) {
     report.note('DNS section skipped: dnsperf missing and not root to install it (apt-get install dnsperf)');
     return;
   }
@@ -118,6 +153,8 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
     createLogger('silent'),
   );
   const naive = await startNaive();
+  const dnsmasq = await startDnsmasq(upstream.port, 60);
+  if (!dnsmasq) report.note('dnsmasq reference skipped: dnsmasq missing and not root to install it (apt-get install dnsmasq-base), or it did not start');
   try {
     for (const mix of Object.keys(mixes) as Mix[]) {
       const names = mixes[mix];
@@ -128,6 +165,11 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
       const lost = mine.lost ? `${mine.lost} lost` : undefined;
       report.add({ section, metric: `${mix}: queries/s at saturation`, subject: 'ours', value: mine.qps, unit: 'q/s', baseline: { subject: 'naive dns2 + Map', value: base.qps }, target: mix === 'rewritten' ? { text: '>= 100k q/s', met: mine.qps >= 100_000 } : undefined, note: lost });
       report.add({ section, metric: `${mix}: mean latency at saturation`, subject: 'ours', value: mine.meanMs, unit: 'ms', baseline: { subject: 'naive dns2 + Map', value: base.meanMs } });
+      if (dnsmasq) {
+        await dnsperf(dnsmasq.port, names, 1);
+        const ref = await dnsperf(dnsmasq.port, names, seconds);
+        report.add({ section, metric: `${mix}: queries/s at saturation, vs the C reference`, subject: 'ours', value: mine.qps, unit: 'q/s', baseline: { subject: 'dnsmasq', value: ref.qps }, note: `dnsmasq mean latency ${ref.meanMs.toFixed(2)} ms` });
+      }
       if (mix === 'rewritten') {
         const base10k = await dnsperf(naive.port, names, seconds, 10_000);
         const mine10k = await dnsperf(ours.listening.port, names, seconds, 10_000);
@@ -135,6 +177,7 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
       }
     }
   } finally {
+    await dnsmasq?.proc.stop();
     await naive.close();
     await ours.close();
     await upstream.close();
