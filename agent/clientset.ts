@@ -3,7 +3,7 @@
 // when what a stream was opened with (identifiers, TLS material) changes.
 import type { Logger } from '../observability/log.js';
 import { Backoff } from './backoff.js';
-import { loadCredentials, tlsFingerprint, type CredentialFiles } from './credentials.js';
+import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
 import { ServerConnection } from './server-connection.js';
 import type { Dial } from './tunnel.js';
@@ -38,6 +38,7 @@ export class ClientSet {
   private readonly streams = new Set<Stream>();
   private readonly backoff: Backoff;
   private readonly random: () => number;
+  private readonly tlsFingerprint: TlsFingerprint;
   private identifiers: string;
   private generation: string;
   private serverCount = 1;
@@ -56,6 +57,7 @@ export class ClientSet {
     this.random = opts.random ?? Math.random;
     this.backoff = new Backoff({ initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs }, this.random);
     this.identifiers = opts.identifiers;
+    this.tlsFingerprint = new TlsFingerprint(opts.credentials);
     this.generation = this.currentGeneration();
   }
 
@@ -104,7 +106,7 @@ export class ClientSet {
   private currentGeneration(): string {
     let tls: string;
     try {
-      tls = tlsFingerprint(this.opts.credentials);
+      tls = this.tlsFingerprint.current();
     } catch {
       tls = 'unreadable';
     }

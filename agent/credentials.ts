@@ -2,7 +2,7 @@
 // rotated CA bundle, client certificate or token is used without a restart (the Go agent reads
 // them once at start-up: "x509: certificate signed by unknown authority after hub restore").
 import { createHash, X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 
@@ -20,11 +20,34 @@ export function readBearerToken(path: string): string {
   return readFileSync(path, 'utf8').trim();
 }
 
-/** Changes whenever the CA, certificate or key on disk change (the token is re-read per connect anyway). */
-export function tlsFingerprint(files: CredentialFiles): string {
-  const hash = createHash('sha256');
-  for (const path of [files.caCert, files.agentCert, files.agentKey]) hash.update(read(path) ?? '').update('\0');
-  return hash.digest('hex').slice(0, 16);
+/**
+ * Changes whenever the CA, certificate or key on disk change (the token is re-read per connect
+ * anyway). Asked every sync step, it hashes the files again only when one's stat changed: a
+ * Secret volume's update swaps a symlink (new inode), an in-place write moves ctime.
+ */
+export class TlsFingerprint {
+  private stats = '';
+  private value = '';
+
+  constructor(private readonly files: CredentialFiles) {}
+
+  /** Throws when a file cannot be read. */
+  current(): string {
+    const paths = [this.files.caCert, this.files.agentCert, this.files.agentKey];
+    const stats = paths.map(statSignature).join('|');
+    if (stats !== this.stats || this.value === '') {
+      const hash = createHash('sha256');
+      for (const path of paths) hash.update(read(path) ?? '').update('\0');
+      this.value = hash.digest('hex').slice(0, 16);
+      this.stats = stats;
+    }
+    return this.value;
+  }
+}
+
+function statSignature(path: string): string {
+  const s = path ? statSync(path, { throwIfNoEntry: false }) : undefined;
+  return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}` : '-';
 }
 
 export function loadCredentials(files: CredentialFiles): grpc.ChannelCredentials {
