@@ -16,7 +16,7 @@ export interface CredentialFiles {
 const read = (path: string): Buffer | null => (path ? readFileSync(path) : null);
 
 /** Reads the token for the `authorization` header; trailing newlines would make an invalid header. */
-export function readBearerToken(path: string): string {
+function readBearerToken(path: string): string {
   return readFileSync(path, 'utf8').trim();
 }
 

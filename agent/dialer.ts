@@ -28,7 +28,7 @@ export class DialError extends Error {
   }
 }
 
-export const systemResolver: HostResolver = async (host) => (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+const systemResolver: HostResolver = async (host) => (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 export async function dialTcp(address: string, opts: DialOptions): Promise<net.Socket> {
   const target = splitHostPort(address);

@@ -4,7 +4,7 @@
 // then known keys only), so any flag value cluster-proxy passes the Go binary works here too.
 import { parseQuery } from '../proto/url-query.js';
 
-export const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as const;
+const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as const;
 
 /** Returns a message when `text` is not a valid identifier string, worded like the Go agent's. */
 export function validateIdentifiers(text: string): string | undefined {

@@ -6,6 +6,7 @@ import { cpSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
+import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { waitUntil } from '../test/support/agent.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
@@ -95,7 +96,7 @@ export function spawnNode(name: string, script: string, args: string[]): Proc {
  * tsx's loader thread (~40 MiB). Falls back to the sources through tsx when the build fails.
  */
 let agentEntry: string | undefined;
-export function buildAgent(): string {
+function buildAgent(): string {
   if (agentEntry) return agentEntry;
   try {
     execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: repoRoot, stdio: 'pipe' });
@@ -199,7 +200,9 @@ export const directRoute: Route = {
   name: 'direct',
   dial: (address) =>
     new Promise((resolve, reject) => {
-      const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+      const target = splitHostPort(address);
+      if (typeof target === 'string') return reject(new Error(target));
+      const { host, port } = target;
       const s = net.connect({ host, port, noDelay: true }, () => (s.off('error', reject), resolve(s)));
       s.once('error', reject);
     }),

@@ -69,7 +69,7 @@ export class Report {
   }
 }
 
-export function fmt(n: number): string {
+function fmt(n: number): string {
   if (!Number.isFinite(n)) return String(n);
   const a = Math.abs(n);
   if (a >= 1000) return Math.round(n).toString();

@@ -53,7 +53,7 @@ export interface DialContext {
   elapsed: () => number;
 }
 
-export function dialContext(opts: DialOptions): DialContext {
+function dialContext(opts: DialOptions): DialContext {
   const start = performance.now();
   const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
   return {

@@ -18,7 +18,7 @@ export interface ConnectReply {
 }
 
 /** Parses the reply header once `\r\n\r\n` has arrived; undefined until then. */
-export function parseConnectReply(buf: Buffer): ConnectReply | undefined {
+function parseConnectReply(buf: Buffer): ConnectReply | undefined {
   const end = buf.indexOf('\r\n\r\n');
   if (end === -1) return undefined;
   const statusLine = buf.subarray(0, buf.indexOf('\r\n')).toString('latin1');

@@ -58,7 +58,7 @@ export function parseDuration(text: string): number {
   return sign * total;
 }
 
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   if (ms === 0) return '0s';
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h0m0s`;
   if (ms % 60_000 === 0) return `${ms / 60_000}m0s`;

@@ -4,6 +4,7 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIPv6, Socket } from 'node:net';
 import dns2 from 'dns2';
+import { joinHostPort } from '../agent/address.js';
 import { agentFlags } from '../agent/options.js';
 import { bool, duration, FlagError, parseFlags, str, usage } from '../cmd/flags.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
@@ -161,8 +162,7 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
   const addresses = packet.answers.filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA).map((r) => (r as unknown as { address: string }).address);
   if (addresses.length) out.write(`;; addresses: ${addresses.join(' ')}\n`);
 
-  const host = isIPv6(values.healthServerHost) ? `[${values.healthServerHost}]` : values.healthServerHost;
-  const url = `http://${host}:${values.healthServerPort}/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
+  const url = `http://${joinHostPort(values.healthServerHost, values.healthServerPort)}/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(values.timeout) });
     if (res.ok) {

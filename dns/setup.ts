@@ -19,7 +19,7 @@ export interface DnsStack {
 }
 
 /** --dns-upstream, or the first nameserver of resolv.conf. Throws when there is neither. */
-export function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf = '/etc/resolv.conf'): UpstreamAddress {
+function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf = '/etc/resolv.conf'): UpstreamAddress {
   if (values.dnsUpstream !== '') {
     const parsed = parseUpstream(values.dnsUpstream);
     if (typeof parsed === 'string') throw new Error(`--dns-upstream: ${parsed}`);

@@ -23,7 +23,7 @@ export const RCODE_NAME: Record<number, string> = Object.fromEntries(Object.entr
 export const rcodeName = (code: number) => RCODE_NAME[code] ?? `RCODE${code}`;
 
 /** The UDP payload size we advertise in our OPT (the DNS flag day 2020 value: no IP fragmentation). */
-export const OUR_UDP_SIZE = 1232;
+const OUR_UDP_SIZE = 1232;
 const HEADER = 12;
 const OPT_SIZE = 11;
 

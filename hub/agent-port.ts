@@ -34,7 +34,7 @@ const goList = (values: string[]) => `[${values.join(' ')}]`;
 const valuesOf = (md: grpc.Metadata, key: string) => md.get(key).flatMap((v) => String(v).split(', '));
 
 /** Go's getAgentID and getAgentIdentifiers, with their error texts. */
-export function readAgentMetadata(md: grpc.Metadata): { agentID: string; identifiers: Identifiers } {
+function readAgentMetadata(md: grpc.Metadata): { agentID: string; identifiers: Identifiers } {
   const ids = valuesOf(md, Header.agentID);
   if (ids.length !== 1) throw new Error(`expected one agent ID in the context, got ${goList(ids)}`);
   const idents = valuesOf(md, Header.agentIdentifiers);

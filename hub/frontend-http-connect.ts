@@ -13,7 +13,7 @@ import { backendDialTimeoutError } from './frontend-grpc.js';
 import type { FrontendLink, Switchboard, Tunnel } from './switchboard.js';
 
 /** tunnel.go's bufferSize: "matches the gRPC window size". */
-export const readChunk = 32 * 1024;
+const readChunk = 32 * 1024;
 
 const statusText: Record<number, string> = { 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' };
 
@@ -101,7 +101,7 @@ class HttpFrontend implements FrontendLink {
 }
 
 /** Handles one CONNECT request on its hijacked socket (Go's Tunnel.ServeHTTP). */
-export function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
   const { switchboard, log } = opts;
   // For CONNECT, Go's r.Host is the request target.
   const address = req.url ?? '';

@@ -49,7 +49,7 @@ export class PingStrikes {
 }
 
 /** The key grpc-js's call.getPeer() gives for the connection, so a call can find its strikes. */
-export function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string {
+function peerOf(socket: { remoteAddress?: string; remotePort?: number } | undefined): string {
   return socket?.remoteAddress && socket.remotePort ? `${socket.remoteAddress}:${socket.remotePort}` : 'unknown';
 }
 
@@ -63,7 +63,7 @@ const tooManyPings = Buffer.from('too_many_pings');
  * so without this a Go agent or konnectivity-client receiving data got GOAWAY too_many_pings.
  */
 const bdpPingPayload = Buffer.from([2, 4, 16, 16, 9, 14, 7, 7]);
-export const isBdpPing = (payload: Buffer | undefined) => payload !== undefined && bdpPingPayload.equals(payload);
+const isBdpPing = (payload: Buffer | undefined) => payload !== undefined && bdpPingPayload.equals(payload);
 
 /** Applies the policy to the PING frames of one connection; `byPeer` lets its calls find its strikes. */
 export function watchPings(session: http2.ServerHttp2Session, policy: EnforcementPolicy, byPeer: Map<string, PingStrikes>, log: Logger): void {

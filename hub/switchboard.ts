@@ -64,7 +64,7 @@ export interface AgentInfo {
   draining: boolean;
 }
 
-export const agentInfo = (a: AgentLink): AgentInfo => ({ agentID: a.agentID, identifiers: a.identifiers, serverID: a.serverID, draining: a.draining });
+const agentInfo = (a: AgentLink): AgentInfo => ({ agentID: a.agentID, identifiers: a.identifiers, serverID: a.serverID, draining: a.draining });
 
 export interface SwitchboardEvents {
   agentConnected: [AgentInfo];

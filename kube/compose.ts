@@ -21,7 +21,7 @@ export interface RuleSources {
   services: readonly ServiceRef[];
 }
 
-export const configMapKeys = ['rules.yaml', 'rules.json'] as const;
+const configMapKeys = ['rules.yaml', 'rules.json'] as const;
 
 /** The rules text of the ConfigMap, undefined when it does not exist, or a message when it has no usable key. */
 export function configMapRules(ref: string, cm: V1ConfigMap | undefined): RuleText | undefined | string {

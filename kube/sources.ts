@@ -37,7 +37,7 @@ export interface KubeSourcesOptions {
 }
 
 /** Whether any Kubernetes source of rules is configured. */
-export function wantsKubeSources(o: KubeOptions): boolean {
+function wantsKubeSources(o: KubeOptions): boolean {
   return o.rulesConfigmap !== '' || o.autoExpose;
 }
 

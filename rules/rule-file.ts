@@ -37,7 +37,7 @@ export function parseExpose(text: string, source: string): ExposeRule | string {
 }
 
 /** An IP, a list of IPs, or one FQDN. */
-export function parseTarget(raw: unknown, source: string): Target | string {
+function parseTarget(raw: unknown, source: string): Target | string {
   const items = Array.isArray(raw) ? raw : [raw];
   if (items.length === 0 || !items.every((t): t is string => typeof t === 'string' && t.trim() !== '')) {
     return `${source}: target must be an IP address, a list of IP addresses, or a DNS name`;
