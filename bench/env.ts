@@ -135,6 +135,12 @@ export interface Hub {
   grpcPort?: number;
   httpConnectPort?: number;
   tls: boolean;
+  /**
+   * The Go proxy-server's own dial timing (konnectivity_network_proxy_server_dial_duration_seconds:
+   * from its DIAL_REQ to the agent's DIAL_RSP), so far: the agent's share of a new dial without the
+   * client's TLS handshake and the frontend around it.
+   */
+  dialDurations?(): Promise<{ sum: number; count: number }>;
 }
 
 export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean } = {}): Promise<Hub> {
@@ -153,7 +159,12 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): P
     '--health-bind-address=127.0.0.1', `--health-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${admin}`];
   const proc = new Proc('go-proxy-server', spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   await waitReady(proc, health, '/healthz');
-  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true };
+  const dialDurations = async () => {
+    const text = (await httpOk(health, '/metrics')) ?? '';
+    const read = (suffix: string) => Number(new RegExp(`^konnectivity_network_proxy_server_dial_duration_seconds_${suffix}(?:\\{\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    return { sum: read('sum'), count: read('count') };
+  };
+  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations };
 }
 
 export interface AgentProc {

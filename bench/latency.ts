@@ -77,6 +77,8 @@ interface Measured {
   dialP50: number;
   dialP99: number;
   rate: number;
+  /** Mean DIAL_REQ-to-DIAL_RSP time as the Go proxy-server measures it, ms (Go-hub subjects). */
+  serverDialMs?: number;
 }
 
 export async function runLatency(report: Report, subjects: Subjects, targets: Targets, quick: boolean): Promise<void> {
@@ -87,9 +89,12 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
     const m = await subject.use(async (s): Promise<Measured> => {
       await dialEach(s.route, targets.echo, 20); // warm-up
       const open = await openConnection(s.route, targets.echo, nOpen);
+      const before = await s.hub?.dialDurations?.();
       const dial = await dialEach(s.route, targets.echo, nDial);
+      const after = await s.hub?.dialDurations?.();
+      const serverDialMs = before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined;
       const rate = await dialRate(s.route, targets.echo, parallel, rateMs);
-      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP50: percentile(dial, 50), dialP99: percentile(dial, 99), rate };
+      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP50: percentile(dial, 50), dialP99: percentile(dial, 99), rate, serverDialMs };
     });
     if (!results.has(subject.role)) results.set(subject.role, m);
     const direct = results.get('direct')!;
@@ -99,8 +104,12 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
     report.add({ section, metric: 'new dial + 64 B round trip + close, p50', subject: subject.name, value: m.dialP50, unit: 'ms', baseline: base(direct.dialP50) });
     report.add({ section, metric: 'new dial + 64 B round trip + close, p99', subject: subject.name, value: m.dialP99, unit: 'ms', baseline: base(direct.dialP99) });
     report.add({ section, metric: `dial rate (dial, 1 B each way, close; ${parallel} in flight)`, subject: subject.name, value: m.rate, unit: 'dials/s', baseline: base(direct.rate) });
+    if (m.serverDialMs !== undefined) report.add({ section, metric: 'dial as the Go proxy-server times it (DIAL_REQ to DIAL_RSP), mean', subject: subject.name, value: m.serverDialMs, unit: 'ms' });
     if (subject.role === 'ours@go-hub') {
       const go = results.get('go-agent@go-hub');
+      if (go?.serverDialMs !== undefined && m.serverDialMs !== undefined) {
+        report.add({ section, metric: 'agent share of a new dial (the Go proxy-server\'s DIAL_REQ to DIAL_RSP): ours vs Go agent', subject: subject.name, value: m.serverDialMs, unit: 'ms', baseline: { subject: 'Go agent', value: go.serverDialMs }, target: { text: 'no more than the Go agent', met: m.serverDialMs <= go.serverDialMs * 1.05 } });
+      }
       if (go) {
         const added = (x: Measured) => x.dialP50 - direct.dialP50;
         report.add({ section, metric: 'added latency per request with a new dial (p50 minus direct): ours vs Go agent', subject: subject.name, value: added(m), unit: 'ms', baseline: { subject: 'Go agent', value: added(go) }, target: { text: 'no more than the Go agent', met: added(m) <= added(go) * 1.05 } });

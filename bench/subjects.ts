@@ -12,6 +12,8 @@ export interface Subject {
   route: Route;
   /** The agent process while `use` runs (none for direct). */
   agent?: AgentProc;
+  /** The hub while `use` runs: only the Go proxy-server's is read (its dial timing). */
+  hub?: Hub;
   use<T>(fn: (s: Subject) => Promise<T>): Promise<T>;
 }
 
@@ -59,6 +61,7 @@ export class Subjects {
           route: lazyRoute(async () => hubRoute(s.name, this.pki, await this.go(), 'http-connect')),
           use: async (fn) => {
             const hub = await this.go();
+            s.hub = hub;
             s.agent = await start(this.pki, hub);
             try {
               return await fn(s);
