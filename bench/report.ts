@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { resultsSvg } from './chart.js';
 
 export interface Row {
   section: string;
@@ -45,6 +46,7 @@ export class Report {
     const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, goReference: process.env.ANP_BIN_DIR !== undefined, machine, rows: this.rows, notes: this.notes };
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
     writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds));
+    writeFileSync(join(dir, 'latest.svg'), resultsSvg(this.rows, `spoke-agent bench, ${json.started.slice(0, 10)}: ours against the references`));
   }
 
   private markdown(started: string, machine: Record<string, unknown>, args: string[], seconds: number): string {
@@ -53,6 +55,8 @@ export class Report {
       '',
       `Run ${started} (${Math.round(seconds)} s, \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\`), ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, Go reference binaries: ${process.env.ANP_BIN_DIR ? 'yes' : 'no (ANP_BIN_DIR unset)'}.`,
       'Each ratio is value / baseline, both measured in this run. See bench/README.md for what each figure means.',
+      '',
+      '![ours against the references, as ratios](latest.svg)',
       '',
     ];
     for (const section of [...new Set(this.rows.map((r) => r.section))]) {
@@ -69,7 +73,7 @@ export class Report {
   }
 }
 
-function fmt(n: number): string {
+export function fmt(n: number): string {
   if (!Number.isFinite(n)) return String(n);
   const a = Math.abs(n);
   if (a >= 1000) return Math.round(n).toString();
