@@ -1,12 +1,22 @@
-import { mkdirSync, mkdtempSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { TlsFingerprint } from './credentials.js';
+
+const dirs: string[] = [];
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'fp-'));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
 
 describe('TlsFingerprint', () => {
   it('stays while the files are untouched and changes on an in-place write of the same size', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fp-'));
+    const dir = tempDir();
     const files = { caCert: join(dir, 'ca.crt'), agentCert: join(dir, 'tls.crt'), agentKey: join(dir, 'tls.key'), serviceAccountTokenPath: '' };
     for (const f of [files.caCert, files.agentCert, files.agentKey]) writeFileSync(f, 'aaaa');
     const fp = new TlsFingerprint(files);
@@ -17,7 +27,7 @@ describe('TlsFingerprint', () => {
   });
 
   it('follows a Secret volume update (the ..data symlink swapped to a new directory)', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fp-'));
+    const dir = tempDir();
     const generation = (name: string, content: string) => {
       mkdirSync(join(dir, name));
       for (const f of ['ca.crt', 'tls.crt', 'tls.key']) writeFileSync(join(dir, name, f), content);
@@ -34,7 +44,7 @@ describe('TlsFingerprint', () => {
   });
 
   it('throws while a file is missing, and recovers when it is back', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'fp-'));
+    const dir = tempDir();
     const files = { caCert: join(dir, 'ca.crt'), agentCert: '', agentKey: '', serviceAccountTokenPath: '' };
     const fp = new TlsFingerprint(files);
     expect(() => fp.current()).toThrow(/ENOENT/);
