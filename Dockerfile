@@ -2,8 +2,9 @@
 # spoke-agent image: `docker build -t spoke-agent:0.1.0 .`. The runtime has Node 24, the compiled
 # agent and its production dependencies only: no shell, no package manager, uid 65532.
 
-# Compiles TypeScript to dist/ (and copies the .proto files the agent loads at run time).
-FROM node:24-trixie-slim AS build
+# Compiles TypeScript to dist/ (and copies the .proto files the agent loads at run time), and the
+# DNS server's batched-UDP helper to build/ (C, Node-API: the full image has the compiler).
+FROM node:24-trixie AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # `npm install`, not `npm ci`: npm ci rejects this lock (vite, under vitest, has a Windows-only
@@ -20,7 +21,7 @@ COPY kube ./kube
 COPY observability ./observability
 COPY proto ./proto
 COPY rules ./rules
-RUN npm run build
+RUN npm run build && npm run build:native && test -f build/udp-batch.node
 
 # Production dependencies alone, installed apart so no devDependency reaches the runtime.
 FROM node:24-trixie-slim AS deps
@@ -35,6 +36,7 @@ ENV NODE_ENV=production
 COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
+COPY --from=build /src/build ./build
 USER 65532:65532
 # Health (/healthz /readyz /metrics /debug) and DNS (unprivileged: no root, no capability).
 EXPOSE 8093/tcp 5353/udp 5353/tcp

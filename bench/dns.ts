@@ -146,12 +146,11 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
   const upstream = await startTestUpstream(upstreamZone);
   const rules = parseRules({ naming, expose: ['prod/web', 'default/*'] });
   if (!rules.ok) throw new Error(rules.errors.join('\n'));
-  const ours = await startDns(
-    { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsForward: true, dnsTtl: 60_000, dnsCacheSize: 10_000, dnsUpstreamTimeout: 2000 },
-    new RuleHolder(rules.value),
-    new Registry(),
-    createLogger('silent'),
-  );
+  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 60_000, dnsCacheSize: 10_000, dnsUpstreamTimeout: 2000 };
+  const ours = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
+  // The same server on Node's dgram (--dns-batched-udp=false, or no native helper): what batching buys.
+  const ourDgram = await startDns({ ...values, dnsBatchedUdp: false }, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
+  if (ours.server.udpKind !== 'batched') report.note('batched UDP not built here (see npm install\'s output): "ours" is served by dgram too');
   const naive = await startNaive();
   const dnsmasq = await startDnsmasq(upstream.port, 60);
   if (!dnsmasq) report.note('dnsmasq reference skipped: dnsmasq missing and not root to install it (apt-get install dnsmasq-base), or it did not start');
@@ -171,6 +170,9 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
         report.add({ section, metric: `${mix}: queries/s at saturation, vs the C reference`, subject: 'ours', value: mine.qps, unit: 'q/s', baseline: { subject: 'dnsmasq', value: ref.qps }, note: `dnsmasq mean latency ${ref.meanMs.toFixed(2)} ms` });
       }
       if (mix === 'rewritten') {
+        await dnsperf(ourDgram.listening.port, names, 1);
+        const viaDgram = await dnsperf(ourDgram.listening.port, names, seconds);
+        report.add({ section, metric: 'rewritten: queries/s at saturation, batched UDP vs dgram', subject: `ours (${ours.server.udpKind})`, value: mine.qps, unit: 'q/s', baseline: { subject: 'ours on dgram', value: viaDgram.qps } });
         // Over TCP dnsperf pipelines queries on 4 connections, so one read and one write carry many:
         // how fast the resolver is once UDP's syscall per datagram is out of the way.
         await dnsperf(ours.listening.port, names, 1, undefined, true);
@@ -182,6 +184,7 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
       }
     }
   } finally {
+    await ourDgram.close();
     await dnsmasq?.proc.stop();
     await naive.close();
     await ours.close();

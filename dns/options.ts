@@ -16,6 +16,7 @@ export const dnsFlags = {
       return typeof parsed === 'string' ? parsed : undefined;
     },
   }),
+  dnsBatchedUdp: bool('dns-batched-udp', true, 'Serve UDP in batches (recvmmsg/sendmmsg) when the native helper is built (npm install builds it on Linux); false, or no helper: Node\'s dgram'),
   dnsForward: bool('dns-forward', true, 'Forward names no rule serves to the upstream; when false they are REFUSED'),
   dnsTtl: duration('dns-ttl', 5000, 'TTL of the records in our own answers, and the most a rewritten answer may keep of the upstream TTLs', {
     validate: (ms) => (ms < 1000 || ms % 1000 !== 0 ? 'must be whole seconds, at least 1s' : undefined),

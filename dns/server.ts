@@ -1,9 +1,11 @@
 // The DNS transports: UDP and TCP (RFC 7766 framing, pipelined) on one port. They hand raw messages to
-// the resolver and write back what it answers; nothing here decodes DNS.
+// the resolver and write back what it answers; nothing here decodes DNS. UDP is batched (recvmmsg in,
+// sendmmsg out, dns/native/udp-batch.c) where that helper is built, else Node's dgram.
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { Logger } from '../observability/log.js';
 import type { Resolver } from './resolver.js';
+import { udpBatch, type UdpBatchModule } from './udp-batch.js';
 
 export interface DnsServerOptions {
   address: string;
@@ -14,33 +16,71 @@ export interface DnsServerOptions {
   /** RFC 7766 §6.2.3 suggests seconds; idle TCP connections are closed after this. */
   tcpIdleTimeoutMs?: number;
   maxTcpConnections?: number;
+  /** Batched UDP when the helper is built (default); false: always dgram. */
+  batchedUdp?: boolean;
+}
+
+/** A bound UDP socket serving the resolver. */
+interface UdpTransport {
+  kind: 'batched' | 'dgram';
+  port: number;
+  close(): Promise<void>;
 }
 
 export class DnsServer {
-  private udp?: dgram.Socket;
+  private udp?: UdpTransport;
   private tcp?: net.Server;
   private readonly connections = new Set<net.Socket>();
 
   constructor(private readonly opts: DnsServerOptions) {}
 
+  /** How UDP is served: batched (the native helper) or dgram. */
+  get udpKind(): UdpTransport['kind'] | undefined {
+    return this.udp?.kind;
+  }
+
   /** Binds both transports; rejects (instead of hanging, as dns2's listen does) when the port is taken. */
   async start(): Promise<{ address: string; port: number }> {
     // With port 0, UDP picks the port and TCP follows; another process may hold TCP on it, so retry.
     for (let attempt = 0; ; attempt++) {
-      const udp = await this.bindUdp(this.opts.port);
-      const port = udp.address().port;
+      const batch = this.opts.batchedUdp === false ? undefined : udpBatch();
+      const udp = batch ? this.bindBatched(batch, this.opts.port) : await this.bindDgram(this.opts.port);
       try {
-        this.tcp = await this.listenTcp(port);
+        this.tcp = await this.listenTcp(udp.port);
         this.udp = udp;
-        return { address: this.opts.address, port };
+        return { address: this.opts.address, port: udp.port };
       } catch (err) {
-        udp.close();
+        await udp.close();
         if (this.opts.port !== 0 || attempt >= 5) throw err;
       }
     }
   }
 
-  private bindUdp(port: number): Promise<dgram.Socket> {
+  /**
+   * Each received batch goes through the resolver at once; the answers it gives synchronously (cache
+   * hits, the rules) leave together in one sendmmsg, later ones (upstream lookups) one by one.
+   */
+  private bindBatched(batch: UdpBatchModule, port: number): UdpTransport {
+    let current: { answers: Buffer[]; peers: Buffer[] } | undefined;
+    const [handle, bound] = batch.open(this.opts.address, port, (msgs, peers) => {
+      const out: { answers: Buffer[]; peers: Buffer[] } = { answers: [], peers: [] };
+      current = out;
+      for (let i = 0; i < msgs.length; i++) {
+        const peer = peers[i]!;
+        this.opts.resolver.handle(msgs[i]!, 'udp', (answer) => {
+          if (current === out) {
+            out.answers.push(answer);
+            out.peers.push(peer);
+          } else batch.send(handle, [answer], [peer]);
+        });
+      }
+      current = undefined;
+      if (out.answers.length > 0) batch.send(handle, out.answers, out.peers);
+    });
+    return { kind: 'batched', port: bound, close: async () => batch.close(handle) };
+  }
+
+  private bindDgram(port: number): Promise<UdpTransport> {
     // Replies go to rinfo.address, an IP literal of the socket's own family: an identity lookup skips
     // dgram's dns.lookup call and the tick it defers each send by (a few percent of a send's CPU).
     const family = net.isIPv6(this.opts.address) ? 6 : 4;
@@ -60,7 +100,7 @@ export class DnsServer {
         socket.on('message', (msg, rinfo) => {
           this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address));
         });
-        resolve(socket);
+        resolve({ kind: 'dgram', port: socket.address().port, close: () => new Promise((done) => socket.close(() => done())) });
       });
     });
   }
@@ -119,9 +159,6 @@ export class DnsServer {
     this.udp = undefined;
     this.tcp = undefined;
     for (const socket of this.connections) socket.destroy();
-    await Promise.all([
-      udp && new Promise<void>((resolve) => udp.close(() => resolve())),
-      tcp && new Promise<void>((resolve) => tcp.close(() => resolve())),
-    ]);
+    await Promise.all([udp?.close(), tcp && new Promise<void>((resolve) => tcp.close(() => resolve()))]);
   }
 }

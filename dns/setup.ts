@@ -47,7 +47,7 @@ export function createResolver(values: DnsFlagValues, rules: RuleHolder, registr
 /** Starts the DNS server; rejects when the port cannot be bound. */
 export async function startDns(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger): Promise<DnsStack> {
   const resolver = createResolver(values, rules, registry, log);
-  const server = new DnsServer({ address: values.dnsBindAddress, port: values.dnsPort, resolver, log });
+  const server = new DnsServer({ address: values.dnsBindAddress, port: values.dnsPort, resolver, log, batchedUdp: values.dnsBatchedUdp });
   let listening: DnsStack['listening'];
   try {
     listening = await server.start();
@@ -55,7 +55,7 @@ export async function startDns(values: DnsFlagValues, rules: RuleHolder, registr
     resolver.close();
     throw err;
   }
-  log.info({ ...listening, upstream: resolver.upstreamDescription, forward: values.dnsForward }, 'DNS server listening (UDP and TCP)');
+  log.info({ ...listening, udp: server.udpKind, upstream: resolver.upstreamDescription, forward: values.dnsForward }, 'DNS server listening (UDP and TCP)');
   return {
     resolver,
     server,

@@ -2,6 +2,8 @@
 // upstream on loopback playing the cluster DNS. Expectations quote dns/README.md.
 import { execFile } from 'node:child_process';
 import dgram from 'node:dgram';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { Resolver as NodeResolver } from 'node:dns/promises';
 import net from 'node:net';
 import { promisify } from 'node:util';
@@ -16,7 +18,9 @@ import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { hashedServiceHost } from '../rules/naming.js';
 import { parseRules } from '../rules/rule-set.js';
+import { encodeQuery } from '../dns/wire.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
+import { repoRoot } from './support/processes.js';
 
 const run = promisify(execFile);
 const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
@@ -37,7 +41,7 @@ const zone = {
 };
 
 async function stack(upstream: TestUpstream, extra: Partial<DnsFlagValues> = {}, holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*']))) {
-  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, ...extra };
+  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, ...extra };
   const registry = new Registry();
   return { dns: await startDns(values, holder, registry, createLogger('silent')), holder, registry };
 }
@@ -132,6 +136,43 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect(await r.resolve6('web.prod.cluster1')).toEqual(['::1']);
     expect(await r.resolveCname('cluster1')).toEqual(['kubernetes.default.svc.cluster.test']);
     await expect(r.resolve4('nope.prod.cluster1')).rejects.toMatchObject({ code: 'ENOTFOUND' });
+  });
+
+  it('serves UDP in batches where the helper is built (Linux), and a burst gets every answer', async () => {
+    const built = existsSync(join(repoRoot, 'build/udp-batch.node'));
+    expect(main.dns.server.udpKind).toBe(built ? 'batched' : 'dgram');
+    if (process.platform === 'linux') expect(built, 'npm install builds build/udp-batch.node on Linux').toBe(true);
+    // 500 queries from one socket without waiting: they arrive in batches, each answer to its own ID.
+    const socket = dgram.createSocket('udp4');
+    await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+    socket.setRecvBufferSize(1 << 20); // the answers may all arrive before this process reads one
+    const ids = new Set<number>();
+    const all = new Promise<void>((resolve) => {
+      socket.on('message', (msg) => {
+        expect(msg[2]! & 0x80).toBe(0x80); // a response
+        ids.add(msg.readUInt16BE(0));
+        if (ids.size === 500) resolve();
+      });
+    });
+    for (let id = 0; id < 500; id++) {
+      const query = encodeQuery(id % 2 ? 'cluster1' : 'web.prod.cluster1', 1);
+      query.writeUInt16BE(id, 0);
+      socket.send(query, port, '127.0.0.1');
+    }
+    await all;
+    socket.close();
+    expect([...ids].sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+  });
+
+  it('answers the same on dgram (--dns-batched-udp=false)', async () => {
+    const s = await stack(upstream, { dnsBatchedUdp: false });
+    try {
+      expect(s.dns.server.udpKind).toBe('dgram');
+      const out = (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A'])).stdout;
+      expect(out).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
+    } finally {
+      await s.dns.close();
+    }
   });
 
   it('serves on an IPv6 address too (--dns-bind-address=::1), UDP and TCP', async () => {

@@ -116,6 +116,8 @@ describe('Dockerfile', () => {
     for (const dev of Object.keys(pkg.devDependencies).filter((d) => !needed.has(d))) expect(existsSync(join(modules, dev)), dev).toBe(false);
     for (const tool of ['typescript', 'vitest', 'tsx', 'node']) expect(needed.has(tool), tool).toBe(false);
     expect(existsSync(join(fs[runtime.name]!.dir, 'app/dist/proto/agent.proto'))).toBe(true);
+    // The DNS server's batched-UDP helper, compiled in the build stage (Linux only: recvmmsg/sendmmsg).
+    if (process.platform === 'linux') expect(existsSync(join(fs[runtime.name]!.dir, 'app/build/udp-batch.node'))).toBe(true);
   });
 
   it('the entrypoint answers --help, dns --help and dial --help with exit 0', async () => {
