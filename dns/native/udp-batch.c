@@ -31,6 +31,7 @@ typedef struct {
   uv_poll_t poll;
   napi_env env;
   napi_ref on_batch;
+  napi_async_context async_context; /* so async_hooks and AsyncLocalStorage see the batches */
   char bufs[BATCH][MAX_QUERY];
   struct sockaddr_storage from[BATCH];
   struct iovec iov[BATCH];
@@ -93,7 +94,7 @@ static void deliver(batch_socket *s, int n) {
   }
   if (ok && kept > 0 && napi_get_reference_value(env, s->on_batch, &callback) == napi_ok && napi_get_global(env, &global) == napi_ok) {
     napi_value argv[2] = {msgs, peers};
-    if (napi_make_callback(env, NULL, global, callback, 2, argv, &result) == napi_pending_exception) {
+    if (napi_make_callback(env, s->async_context, global, callback, 2, argv, &result) == napi_pending_exception) {
       // The resolver never throws; if it did, drop the batch rather than take the process down.
       napi_value ignored;
       napi_get_and_clear_last_exception(env, &ignored);
@@ -175,8 +176,12 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   s->fd = fd;
   s->env = env;
   uv_loop_t *loop;
-  napi_value handle, port_value, result;
-  if (napi_create_reference(env, argv[2], 1, &s->on_batch) != napi_ok || napi_get_uv_event_loop(env, &loop) != napi_ok || uv_poll_init(loop, &s->poll, fd) != 0) {
+  napi_value handle, port_value, result, resource_name;
+  if (napi_create_reference(env, argv[2], 1, &s->on_batch) != napi_ok || napi_get_uv_event_loop(env, &loop) != napi_ok ||
+      napi_create_string_utf8(env, "spoke-agent:udp-batch", NAPI_AUTO_LENGTH, &resource_name) != napi_ok ||
+      napi_async_init(env, NULL, resource_name, &s->async_context) != napi_ok || uv_poll_init(loop, &s->poll, fd) != 0) {
+    if (s->on_batch != NULL) napi_delete_reference(env, s->on_batch);
+    if (s->async_context != NULL) napi_async_destroy(env, s->async_context);
     close(fd);
     free(s);
     napi_throw_error(env, NULL, "udp-batch: cannot watch the socket");
@@ -248,6 +253,7 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
   if (s->closing) return NULL;
   s->closing = 1;
   napi_delete_reference(env, s->on_batch);
+  napi_async_destroy(env, s->async_context);
   uv_poll_stop(&s->poll);
   uv_close((uv_handle_t *)&s->poll, on_handle_closed);
   return NULL;
