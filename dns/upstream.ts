@@ -64,6 +64,14 @@ export class Upstream {
     socket.on('message', (msg) => this.onUdpMessage(msg));
     // Errors of a send are reported to its callback; what reaches here (e.g. ICMP unreachable on Linux) fails nothing in particular.
     socket.on('error', () => undefined);
+    // Answers to a burst of forwarded queries (up to a whole batch) queue here while the loop is busy.
+    socket.once('listening', () => {
+      try {
+        socket.setRecvBufferSize(4 << 20);
+      } catch {
+        // capped by net.core.rmem_max: keep what we got
+      }
+    });
     socket.unref();
     this.socket = socket;
     return socket;
