@@ -165,6 +165,12 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect([...ids].sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
 
+  it('refuses to start on a UDP port another socket holds, batched or on dgram', async () => {
+    for (const dnsBatchedUdp of [true, false]) {
+      await expect(stack(upstream, { dnsPort: port, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    }
+  });
+
   it('answers the same on dgram (--dns-batched-udp=false)', async () => {
     const s = await stack(upstream, { dnsBatchedUdp: false });
     try {
