@@ -165,6 +165,18 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect([...ids].sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
 
+  it('drops a datagram too large to be a query and answers the one sent right after it', async () => {
+    const socket = dgram.createSocket('udp4');
+    const answer = new Promise<Buffer>((resolve) => socket.once('message', resolve));
+    const query = encodeQuery('cluster1', 1);
+    query.writeUInt16BE(4242, 0);
+    socket.send(Buffer.alloc(5000, 7), port, '127.0.0.1');
+    socket.send(query, port, '127.0.0.1');
+    const msg = await answer;
+    socket.close();
+    expect(msg.readUInt16BE(0)).toBe(4242);
+  });
+
   it('refuses to start on a UDP port another socket holds, batched or on dgram', async () => {
     for (const dnsBatchedUdp of [true, false]) {
       await expect(stack(upstream, { dnsPort: port, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });

@@ -81,7 +81,8 @@ static void deliver(batch_socket *s, int n) {
   napi_handle_scope scope;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
   napi_value msgs, peers, callback, global, result;
-  int ok = napi_create_array_with_length(env, n, &msgs) == napi_ok && napi_create_array_with_length(env, n, &peers) == napi_ok;
+  /* Grown as filled: a dropped (truncated) datagram leaves no hole for JavaScript to trip on. */
+  int ok = napi_create_array(env, &msgs) == napi_ok && napi_create_array(env, &peers) == napi_ok;
   uint32_t kept = 0;
   for (int i = 0; ok && i < n; i++) {
     if (s->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) continue;
