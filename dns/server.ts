@@ -6,6 +6,7 @@ import net from 'node:net';
 import type { Logger } from '../observability/log.js';
 import type { Resolver } from './resolver.js';
 import { udpBatch, type UdpBatchModule } from './udp-batch.js';
+import { enlargeReceiveBuffer } from './udp-buffer.js';
 
 export interface DnsServerOptions {
   address: string;
@@ -91,12 +92,7 @@ export class DnsServer {
       socket.bind(port, this.opts.address, () => {
         socket.off('error', reject);
         socket.on('error', (err) => this.opts.log.debug({ err }, 'dns udp send failed'));
-        // Bursts queue in the kernel while the event loop is busy; the default buffer drops them early.
-        try {
-          socket.setRecvBufferSize(4 << 20);
-        } catch {
-          // capped by net.core.rmem_max: keep what we got
-        }
+        enlargeReceiveBuffer(socket);
         socket.on('message', (msg, rinfo) => {
           this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address));
         });

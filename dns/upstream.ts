@@ -5,6 +5,7 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIP, Socket } from 'node:net';
 import { joinHostPort } from '../agent/address.js';
+import { enlargeReceiveBuffer } from './udp-buffer.js';
 import { sameQuestion } from './wire.js';
 
 export interface UpstreamAddress {
@@ -65,13 +66,7 @@ export class Upstream {
     // Errors of a send are reported to its callback; what reaches here (e.g. ICMP unreachable on Linux) fails nothing in particular.
     socket.on('error', () => undefined);
     // Answers to a burst of forwarded queries (up to a whole batch) queue here while the loop is busy.
-    socket.once('listening', () => {
-      try {
-        socket.setRecvBufferSize(4 << 20);
-      } catch {
-        // capped by net.core.rmem_max: keep what we got
-      }
-    });
+    socket.once('listening', () => enlargeReceiveBuffer(socket));
     socket.unref();
     this.socket = socket;
     return socket;

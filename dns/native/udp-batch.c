@@ -158,7 +158,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   if (fd < 0) return throw_errno(env, "socket", errno);
   int off = 0, rcvbuf = 4 << 20;
   if (bind_addr.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off); /* as dgram: '::' takes IPv4 too */
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);                                       /* capped by rmem_max */
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);                                       /* as dns/udp-buffer.ts; capped by rmem_max */
   if (bind(fd, (struct sockaddr *)&bind_addr, bind_len) != 0) {
     int err = errno;
     close(fd);
