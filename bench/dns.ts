@@ -39,12 +39,16 @@ const mixes = {
   forwarded: ['www.example.test', 'api.example.test'],
 } as const;
 type Mix = keyof typeof mixes;
+/** The in-cluster name a rewritten name answers with (what the rules do, for the reference servers). */
+const fqdn = (n: string) => (n === 'cluster1' || n === 'cluster1.agent-ns' ? 'kubernetes.default.svc.cluster.test' : n.replace(/\.cluster1$/, '.svc.cluster.test'));
+/** dnsmasq lives in /usr/sbin, which a non-login root shell may not have on PATH. */
+const sbinEnv = { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` };
 
 /** True when `command` is on PATH, after installing Debian's `pkg` if it was not and we are root. */
 function ensureCommand(command: string, pkg: string): boolean {
   const has = () => {
     try {
-      execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore', env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } });
+      execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore', env: sbinEnv });
       return true;
     } catch {
       return false;
@@ -83,7 +87,6 @@ async function startNaive(): Promise<{ port: number; close: () => Promise<void> 
   const table = new Map<string, Answer>();
   const a = (name: string, address: string) => ({ name, type: Packet.TYPE.A, class: 1, ttl: 5, address });
   const cname = (name: string, domain: string) => ({ name, type: Packet.TYPE.CNAME, class: 1, ttl: 5, domain });
-  const fqdn = (n: string) => (n === 'cluster1' || n === 'cluster1.agent-ns' ? 'kubernetes.default.svc.cluster.test' : n.replace(/\.cluster1$/, '.svc.cluster.test'));
   for (const n of mixes.rewritten) table.set(n, { rcode: 0, records: [cname(n, fqdn(n)), a(fqdn(n), upstreamZone[fqdn(n) as keyof typeof upstreamZone][0]!.address)] });
   for (const n of mixes['zone miss (NXDOMAIN)']) table.set(n, { rcode: Packet.RCODE.NXDOMAIN, records: [] });
   for (const n of mixes.forwarded) table.set(n, { rcode: 0, records: [a(n, upstreamZone[n as keyof typeof upstreamZone][0]!.address)] });
@@ -114,7 +117,6 @@ async function startNaive(): Promise<{ port: number; close: () => Promise<void> 
 async function startDnsmasq(upstreamPort: number, ttl: number): Promise<{ port: number; proc: Proc } | undefined> {
   if (!ensureCommand('dnsmasq', 'dnsmasq-base')) return undefined;
   const port = await unusedPort();
-  const fqdn = (n: string) => (n === 'cluster1' || n === 'cluster1.agent-ns' ? 'kubernetes.default.svc.cluster.test' : n.replace(/\.cluster1$/, '.svc.cluster.test'));
   const args = [
     '--keep-in-foreground', '--log-facility=-', '--pid-file=', '--conf-file=/dev/null', '--no-resolv', '--no-hosts',
     `--port=${port}`, '--listen-address=127.0.0.1', '--bind-interfaces', '--cache-size=10000', `--local-ttl=${ttl}`,
@@ -122,7 +124,7 @@ async function startDnsmasq(upstreamPort: number, ttl: number): Promise<{ port: 
     ...mixes.rewritten.map((n) => `--cname=${n},${fqdn(n)}`),
     ...[...new Set(mixes.rewritten.map(fqdn))].map((f) => `--host-record=${f},${upstreamZone[f as keyof typeof upstreamZone][0]!.address}`),
   ];
-  const proc = new Proc('dnsmasq', spawn('dnsmasq', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } }));
+  const proc = new Proc('dnsmasq', spawn('dnsmasq', args, { stdio: ['ignore', 'pipe', 'pipe'], env: sbinEnv }));
   // It logs "started" once it listens, or exits with the reason.
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), 5000);

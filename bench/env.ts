@@ -118,6 +118,12 @@ async function httpOk(port: number, path: string): Promise<string | undefined> {
   }
 }
 
+/** The first series of `name` in a Prometheus text exposition, whatever its labels. */
+function metricValue(text: string, name: string): number | undefined {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
 async function waitReady(proc: Proc, port: number, path: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await httpOk(port, path))) {
@@ -161,7 +167,7 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): P
   await waitReady(proc, health, '/healthz');
   const dialDurations = async () => {
     const text = (await httpOk(health, '/metrics')) ?? '';
-    const read = (suffix: string) => Number(new RegExp(`^konnectivity_network_proxy_server_dial_duration_seconds_${suffix}(?:\\{\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    const read = (suffix: string) => metricValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
     return { sum: read('sum'), count: read('count') };
   };
   return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations };
@@ -183,11 +189,7 @@ export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[]
   const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags]);
   await waitReady(proc, health, '/readyz');
-  const metric = async (name: string) => {
-    const text = await httpOk(health, '/metrics');
-    const m = text && new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-    return m ? Number(m[1]) : undefined;
-  };
+  const metric = async (name: string) => metricValue((await httpOk(health, '/metrics')) ?? '', name);
   return { kind: 'ours', proc, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
 }
 
