@@ -35,7 +35,7 @@ export class TlsFingerprint {
   current(): string {
     const paths = [this.files.caCert, this.files.agentCert, this.files.agentKey];
     const stats = paths.map(statSignature).join('|');
-    if (stats !== this.stats || this.value === '') {
+    if (stats !== this.stats) {
       const hash = createHash('sha256');
       for (const path of paths) hash.update(read(path) ?? '').update('\0');
       this.value = hash.digest('hex').slice(0, 16);
