@@ -2,7 +2,7 @@
 // spoke-agent can replace its binary in cluster-proxy's proxy-agent container; flags that only
 // make sense for the Go binary are accepted and ignored rather than rejected.
 import { existsSync } from 'node:fs';
-import { bool, duration, int, list, str, type FlagSet, type Values } from '../cmd/flags.js';
+import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { logLevels } from '../observability/log.js';
 import { validateIdentifiers } from './identifiers.js';
 

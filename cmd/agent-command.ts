@@ -18,7 +18,7 @@ import { createLogger, type Logger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
-import { FlagError, parseFlags, usage, type FlagSet } from './flags.js';
+import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
 import { startLocalHub } from './local-hub.js';
 
 export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags } satisfies FlagSet;

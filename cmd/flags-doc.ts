@@ -3,11 +3,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { agentFlags } from '../agent/options.js';
-import { dialFlags } from '../client/dial-command.js';
+import { dialFlags } from './dial-command.js';
 import { dnsFlags } from '../dns/options.js';
 import { kubeFlags } from '../kube/options.js';
 import { ruleFlags } from '../rules/options.js';
-import { shownDefault, type Flag, type FlagSet } from './flags.js';
+import { shownDefault, type Flag, type FlagSet } from '../flags/flags.js';
 
 const startMarker = '<!-- flags:start -->';
 const endMarker = '<!-- flags:end -->';
@@ -42,7 +42,7 @@ function flagsMarkdown(): string {
     const ignored = all.filter((f) => f.ignored);
     if (ignored.length) out.push(`Accepted for drop-in compatibility with the Go agent, parsed and validated, no effect: ${ignored.map((f) => `\`--${f.name}\``).join(', ')}.`, '');
   }
-  out.push('#### `spoke-agent dial` (`client/dial-command.ts`)', '', ...table(Object.values(dialFlags)));
+  out.push('#### `spoke-agent dial` (`cmd/dial-command.ts`)', '', ...table(Object.values(dialFlags)));
   return out.join('\n');
 }
 

@@ -3,9 +3,9 @@
 import { runAgentCommand } from './agent-command.js';
 
 const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
-  dial: async (argv) => (await import('../client/dial-command.js')).runDialCommand(argv),
-  dns: async (argv) => (await import('../dns/command.js')).runDnsCommand(argv),
-  resolve: async (argv) => (await import('../dns/command.js')).runResolveCommand(argv),
+  dial: async (argv) => (await import('./dial-command.js')).runDialCommand(argv),
+  dns: async (argv) => (await import('./dns-command.js')).runDnsCommand(argv),
+  resolve: async (argv) => (await import('./resolve-command.js')).runResolveCommand(argv),
 };
 
 const [first, ...rest] = process.argv.slice(2);

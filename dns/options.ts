@@ -1,7 +1,7 @@
 // The DNS server's flags. Together with rules/options.ts (the names it serves) they make the `dns` group
 // of the agent and the flags of `spoke-agent dns`.
 import { isIP } from 'node:net';
-import { bool, duration, int, str, type Values } from '../cmd/flags.js';
+import { bool, duration, int, str, type Values } from '../flags/flags.js';
 import { parseUpstream } from './upstream.js';
 
 export const dnsFlags = {

@@ -2,7 +2,7 @@ import http from 'node:http';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it, vi } from 'vitest';
-import { parseFlags } from '../cmd/flags.js';
+import { parseFlags } from '../flags/flags.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { autoExposed } from './auto-expose.js';

@@ -1,7 +1,7 @@
 // Flags for what the agent takes from the spoke's Kubernetes API: rules from a ConfigMap, auto-exposed
 // Services, the dial allowlist, and delegated authentication for /debug and /metrics.
 import { cidrsProblem } from '../agent/allowlist.js';
-import { bool, duration, list, str, type FlagSet, type Values } from '../cmd/flags.js';
+import { bool, duration, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { labelProblem } from '../rules/naming.js';
 
 /** `NAMESPACE/NAME`, or a message. */

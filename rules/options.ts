@@ -1,7 +1,7 @@
 // Flags that decide the names served: the cluster's identity and the rules. Shared by the agent and
 // `spoke-agent dns`.
 import { readFileSync } from 'node:fs';
-import { list, str, type Values } from '../cmd/flags.js';
+import { list, str, type Values } from '../flags/flags.js';
 import { normalizeName } from './naming.js';
 import type { Result } from './rule-file.js';
 import { parseRules, type RuleSet, type ServiceRef } from './rule-set.js';

@@ -2,7 +2,7 @@
 // through both of the hub's frontends, as a user would run them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentCommandFlags } from '../cmd/agent-command.js';
-import { dialFlags } from '../client/dial-command.js';
+import { dialFlags } from '../cmd/dial-command.js';
 import { runCli, type Child } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
 import { startEchoServer, type Target } from './support/targets.js';

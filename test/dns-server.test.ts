@@ -11,7 +11,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialLookup, resolveForDial } from '../dns/dial.js';
 import { explain } from '../dns/explain.js';
-import { runResolveCommand } from '../dns/command.js';
+import { runResolveCommand } from '../cmd/resolve-command.js';
 import type { DnsFlagValues } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';

@@ -2,7 +2,7 @@
 // TokenReview and SubjectAccessReview.
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseFlags } from '../cmd/flags.js';
+import { parseFlags } from '../flags/flags.js';
 import { kubeFlags } from '../kube/options.js';
 import { authGuards } from '../kube/sources.js';
 import { HealthServer } from '../observability/health-server.js';

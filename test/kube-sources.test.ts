@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialAllowlist } from '../agent/allowlist.js';
 import { dialTcp } from '../agent/dialer.js';
-import { parseFlags } from '../cmd/flags.js';
+import { parseFlags } from '../flags/flags.js';
 import { resolveForDial } from '../dns/dial.js';
 import { startDns, type DnsStack } from '../dns/setup.js';
 import { kubeFlags } from '../kube/options.js';

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
-import { parseFlags, type Flag, type FlagSet } from '../cmd/flags.js';
+import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
 import { validateKubeOptions } from '../kube/options.js';
 import { rulesFromFlags } from '../rules/options.js';

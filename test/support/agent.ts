@@ -1,7 +1,7 @@
 // Starts the real agent in-process against a hub, configured through its own flag parser.
 import { Agent, type AgentDeps } from '../../agent/agent.js';
 import { agentFlags, validateAgentOptions } from '../../agent/options.js';
-import { parseFlags } from '../../cmd/flags.js';
+import { parseFlags } from '../../flags/flags.js';
 import { createLogger } from '../../observability/log.js';
 
 export interface StartedAgent {

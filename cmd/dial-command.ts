@@ -2,8 +2,8 @@
 // pipe stdin/stdout through it, like nc. Flags are named as in the Go test-client (ANP cmd/test-client).
 import { readFileSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
-import { bool, duration, FlagError, int, parseFlags, str, usage } from '../cmd/flags.js';
-import { defaultDialTimeoutMs, dialThroughProxy, type DialEvent } from './dial.js';
+import { bool, duration, FlagError, int, parseFlags, str, usage } from '../flags/flags.js';
+import { defaultDialTimeoutMs, dialThroughProxy, type DialEvent } from '../client/dial.js';
 
 export const dialFlags = {
   mode: str('mode', 'grpc', "Mode can be either 'grpc' or 'http-connect'.", {
