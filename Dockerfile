@@ -7,15 +7,14 @@
 FROM node:24-trixie AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-# `npm install`, not `npm ci`: npm ci rejects this lock (vite, under vitest, has a Windows-only
-# optional dependency the lock lacks), even with --omit=dev; npm install keeps the locked versions.
 # No install scripts: tsc needs none (the `node` devDependency's would fetch a second Node).
-RUN npm install --ignore-scripts --no-audit --no-fund
+RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY agent ./agent
 COPY client ./client
 COPY cmd ./cmd
 COPY dns ./dns
+COPY flags ./flags
 COPY hub ./hub
 COPY kube ./kube
 COPY observability ./observability
@@ -27,7 +26,7 @@ RUN npm run build && npm run build:native && test -f build/udp-batch.node
 FROM node:24-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM gcr.io/distroless/nodejs24-debian13:nonroot
 WORKDIR /app

@@ -32,13 +32,13 @@ describe('README.md', () => {
 describe('quick start', () => {
   const blocks = [...readme.matchAll(/```sh\n([^`]*?)\n```/g)].map((m) => m[1]!.trim());
 
-  it('is exactly `npm install && npm start` and `npm install && npm test`', () => {
-    expect(blocks.slice(0, 2)).toEqual(['npm install && npm start', 'npm install && npm test']);
+  it('is exactly `npm ci && npm start` and `npm ci && npm test`', () => {
+    expect(blocks.slice(0, 2)).toEqual(['npm ci && npm start', 'npm ci && npm test']);
   });
 
   it('`npm test` is what CI runs after its install (not run here: it would run this suite inside itself)', () => {
     const commands = file('.ci/run').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-    const install = commands.findIndex((c) => /^npm install\b/.test(c));
+    const install = commands.findIndex((c) => /^npm ci\b/.test(c));
     expect(install).toBeGreaterThanOrEqual(0);
     expect(commands.slice(install + 1)).toContain('npm test');
     expect((JSON.parse(file('package.json')) as { scripts: Record<string, string> }).scripts.test).toMatch(/\bvitest run\b/);
