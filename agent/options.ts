@@ -3,7 +3,7 @@
 // make sense for the Go binary are accepted and ignored rather than rejected.
 import { existsSync } from 'node:fs';
 import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
-import { logLevels } from '../observability/log.js';
+import { logFormats, logLevels } from '../observability/log.js';
 import { validateIdentifiers } from './identifiers.js';
 
 const fileExists = (what: string) => (path: string) => (path !== '' && !existsSync(path) ? `${what} ${path} does not exist` : undefined);
@@ -31,6 +31,9 @@ export const agentFlags = {
   healthServerHost: str('health-server-host', '', 'The host address to listen on, without port.'),
   healthServerPort: int('health-server-port', 8093, 'The port the health server (/healthz, /readyz, /metrics, /debug) is listening on.', { validate: port }),
   logLevel: str('log-level', 'info', `Log level: ${logLevels.join(', ')}.`, { validate: (l) => ((logLevels as readonly string[]).includes(l) ? undefined : `must be one of ${logLevels.join(', ')}`) }),
+  logFormat: str('log-format', 'auto', 'Log lines: json (one JSON object a line, for collectors), text (HH:MM:SS.mmm LEVEL message key=value; coloured on a terminal unless NO_COLOR is set), or auto: text when stdout is a terminal, else json.', {
+    validate: (f) => ((logFormats as readonly string[]).includes(f) ? undefined : `must be one of ${logFormats.join(', ')}`),
+  }),
   // Accepted for drop-in compatibility with the Go binary; they configure things spoke-agent does differently or not at all.
   adminServerPort: int('admin-server-port', 8094, 'The port the admin server is listening on.', { ignored: true, validate: port }),
   adminBindAddress: str('admin-bind-address', '127.0.0.1', 'Bind address for admin connections.', { ignored: true }),

@@ -14,7 +14,7 @@ import { dialPolicy } from '../kube/dial-policy.js';
 import { kubeFlags, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
-import { createLogger, type Logger } from '../observability/log.js';
+import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
@@ -54,7 +54,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
-  const log = createLogger(level);
+  const log = createLogger(level, undefined, o.logFormat as LogFormat); // validated as a flag
   const ignored = Object.values(agentCommandFlags).filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name)).map((f) => `--${f.name}`);
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
   const registry = processRegistry();

@@ -6,7 +6,7 @@ import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { bool, FlagError, parseFlags, usage } from '../flags/flags.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
-import { createLogger } from '../observability/log.js';
+import { createLogger, type LogFormat } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
 
@@ -14,6 +14,7 @@ const dnsCommandFlags = {
   ...ruleFlags,
   ...dnsFlags,
   logLevel: agentFlags.logLevel,
+  logFormat: agentFlags.logFormat,
   healthServerHost: agentFlags.healthServerHost,
   healthServerPort: agentFlags.healthServerPort,
   help: bool('help', false, 'Show this help.'),
@@ -41,7 +42,7 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
     process.stderr.write(`spoke-agent dns: invalid rules:\n${rules.errors.map((e) => `  ${e}\n`).join('')}`);
     return 2;
   }
-  const log = createLogger(values.logLevel);
+  const log = createLogger(values.logLevel, undefined, values.logFormat as LogFormat); // validated as a flag
   const registry = processRegistry();
   const holder = new RuleHolder(rules.value);
   const dns = await startDns(values, holder, registry, log);

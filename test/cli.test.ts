@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { dialFlags } from '../cmd/dial-command.js';
-import { runCli, type Child } from './support/processes.js';
+import { repoRoot, run, runCli, type Child } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
 import { startEchoServer, type Target } from './support/targets.js';
 
@@ -56,6 +56,40 @@ describe('spoke-agent dial through the local hub of `spoke-agent`', () => {
     expect((await dial.exited).code).toBe(1);
     expect(dial.stderr()).toMatch(new RegExp(`^spoke-agent dial: failed to dial ${target} through 127.0.0.1:${port}: .*connection refused`, 'm'));
     expect(dial.stdout()).toBe('');
+  });
+});
+
+describe('--log-format', () => {
+  const dnsArgs = ['dns', '--cluster-name=cluster1', '--dns-port=0', '--health-server-port=0', '--dns-upstream=127.0.0.1:9'];
+  const textLine = /^(\x1b\[2m)?\d\d:\d\d:\d\d\.\d{3}(\x1b\[0m)? (\x1b\[32m)?INFO (\x1b\[0m)? DNS server listening .*port=/m;
+
+  it('text: one readable line per entry, no colours into a pipe', async () => {
+    const dns = runCli([...dnsArgs, '--log-format=text']);
+    try {
+      const [line] = await dns.waitFor(textLine);
+      expect(line).not.toContain('\x1b');
+      expect(dns.stdout()).not.toContain('{"level"');
+    } finally {
+      dns.kill('SIGKILL');
+    }
+  });
+
+  // On a terminal (a pty from util-linux's `script`), auto is text, coloured unless NO_COLOR is set.
+  it.each([
+    ['', true],
+    ['1', false],
+  ])('auto on a terminal, NO_COLOR=%j: text, coloured: %s', async (noColor, coloured) => {
+    const command = [process.execPath, '--import', 'tsx', 'cmd/main.ts', ...dnsArgs].map((a) => `'${a}'`).join(' ');
+    // The shell prints the agent's pid: it runs in the pty's own session, out of reach of a group kill.
+    const pty = run('script', ['-qec', `${command} & echo "child=$!"; wait`, '/dev/null'], { cwd: repoRoot, env: { ...process.env, NO_COLOR: noColor } });
+    const [, child] = await pty.waitFor(/child=(\d+)/);
+    try {
+      const [line] = await pty.waitFor(textLine);
+      expect(line.includes('\x1b[32mINFO')).toBe(coloured);
+    } finally {
+      process.kill(Number(child), 'SIGKILL');
+      await pty.exited;
+    }
   });
 });
 
