@@ -34,11 +34,12 @@ export const agentFlags = {
   logFormat: str('log-format', 'auto', 'Log lines: json (one JSON object a line, for collectors), text (HH:MM:SS.mmm LEVEL message key=value; coloured on a terminal unless NO_COLOR is set), or auto: text when stdout is a terminal, else json.', {
     validate: (f) => ((logFormats as readonly string[]).includes(f) ? undefined : `must be one of ${logFormats.join(', ')}`),
   }),
+  // The Go agent's admin server, for profiling only (pprof's Node counterpart: observability/profiling.ts).
+  adminServerPort: int('admin-server-port', 8094, 'The port the admin server is listening on, with --enable-profiling (it also serves /metrics, /healthz and /readyz).', { validate: port }),
+  adminBindAddress: str('admin-bind-address', '127.0.0.1', 'Bind address for admin connections. Loopback by default: a heap snapshot holds every secret the agent has in memory.'),
+  enableProfiling: bool('enable-profiling', false, 'Serve profiles on the admin port: /debug/pprof/profile?seconds=N (a CPU profile, .cpuprofile) and /debug/pprof/heap (a heap snapshot, .heapsnapshot; the agent pauses while it is taken), both opened by Chrome DevTools. The /debug authentication (--debug-auth) applies.'),
   // Accepted for drop-in compatibility with the Go binary; they configure things spoke-agent does differently or not at all.
-  adminServerPort: int('admin-server-port', 8094, 'The port the admin server is listening on.', { ignored: true, validate: port }),
-  adminBindAddress: str('admin-bind-address', '127.0.0.1', 'Bind address for admin connections.', { ignored: true }),
-  enableProfiling: bool('enable-profiling', false, 'enable pprof at host:admin-port/debug/pprof', { ignored: true }),
-  enableContentionProfiling: bool('enable-contention-profiling', false, 'enable contention profiling', { ignored: true }),
+  enableContentionProfiling: bool('enable-contention-profiling', false, "Go's mutex and block profiles; Node's JavaScript holds no locks to profile, so this needs --enable-profiling (as in Go) and does nothing more.", { ignored: true }),
   warnOnChannelLimit: bool('warn-on-channel-limit', false, 'Turns on a warning if the system is going to push to a full channel.', { ignored: true }),
   xfrChannelSize: int('xfr-channel-size', 150, 'Set the size of the channel for transferring data between the agent and the proxy server (spoke-agent bounds bytes instead: --max-connection-buffer).', { ignored: true, validate: (n) => (n <= 0 ? `channel size ${n} must be greater than 0` : undefined) }),
   countServerLeases: bool('count-server-leases', false, 'Enables lease counting system to determine the number of proxy servers to connect to.', { ignored: true }),

@@ -111,6 +111,21 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
   cleanups.push(() => health.close());
+  if (o.enableProfiling) {
+    // The Go agent's admin server, like it only on demand here: node:inspector is loaded with it.
+    const { addProfilingRoutes } = await import('../observability/profiling.js');
+    const admin = new HealthServer({ host: o.adminBindAddress, port: o.adminServerPort, registry, log });
+    admin.addCheck(agent.readiness);
+    if (guards.metrics) admin.protectMetrics(guards.metrics);
+    addProfilingRoutes(admin, log, guards.debug);
+    try {
+      const addr = await admin.listen();
+      log.info({ address: addr.address, port: addr.port }, 'admin server listening: /debug/pprof/profile?seconds=N (CPU profile), /debug/pprof/heap (heap snapshot)');
+    } catch (err) {
+      throw new UsageError(`cannot listen on --admin-bind-address ${o.adminBindAddress} --admin-server-port ${o.adminServerPort}: ${(err as Error).message}`);
+    }
+    cleanups.push(() => admin.close());
+  }
 
   if (holder) {
     cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
