@@ -27,27 +27,44 @@ export class KubeRuleSource {
   private namespaces = new Set<string>();
   /** The last problem reported, so a relist of the same bad object is not logged again at warn. */
   private lastProblem = '';
+  /** The ConfigMap as it is now was rejected: its previous text is still used until it is fixed. */
+  private configMapRejected = false;
+  /** The last recomputation failed: the sources as they are now are not in force. */
+  private composeFailed = false;
 
   constructor(private readonly opts: KubeRuleSourceOptions) {}
 
   setConfigMap(items: readonly V1ConfigMap[]): void {
     const rules = configMapRules(this.opts.configMapRef, items[0]);
-    if (typeof rules === 'string') return this.reject([rules]);
-    if (rules === undefined && this.configMap !== undefined) this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
-    const previous = this.configMap;
-    this.configMap = rules;
-    // A bad edit is rejected whole: the last good text stays, so other sources keep applying.
-    if (!this.recompute()) this.configMap = previous;
+    if (typeof rules === 'string') {
+      this.configMapRejected = true;
+      this.reject([rules]);
+    } else {
+      if (rules === undefined && this.configMap !== undefined) this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
+      const previous = this.configMap;
+      this.configMap = rules;
+      // A bad edit is rejected whole: the last good text stays, so other sources keep applying.
+      this.configMapRejected = !this.recompute();
+      if (this.configMapRejected) this.configMap = previous;
+    }
+    this.showRejected();
   }
 
   setServices(items: readonly V1Service[]): void {
     this.services = items.map((s) => ({ namespace: s.metadata?.namespace ?? '', name: s.metadata?.name ?? '', annotations: s.metadata?.annotations ?? {} }));
     this.recompute();
+    this.showRejected();
   }
 
   setNamespaces(items: readonly V1Namespace[]): void {
     this.namespaces = new Set(items.map((n) => n.metadata?.name ?? ''));
     this.recompute();
+    this.showRejected();
+  }
+
+  /** A bad ConfigMap stays rejected until it changes, even when later Service changes apply. */
+  private showRejected(): void {
+    this.opts.metrics.rulesRejected.set(this.configMapRejected || this.composeFailed ? 1 : 0);
   }
 
   /** False when the sources do not make valid rules (then nothing changed). */
@@ -61,6 +78,7 @@ export class KubeRuleSource {
       autoExposed: exposed,
       services: this.services,
     });
+    this.composeFailed = !result.ok;
     if (!result.ok) return this.reject(result.errors), false;
     if (result.skipped) this.report('warn', result.skipped, 'auto-exposed Services left out: they collide with explicit rules');
     else this.lastProblem = '';

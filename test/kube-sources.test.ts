@@ -120,6 +120,7 @@ describe('rules from the Kubernetes API', () => {
   it('rejects a bad edit whole, says why, and keeps the last good rules', async () => {
     api.configMap('spoke', 'rules', { 'rules.yaml': 'expose: [default/web, "Bad/Name"]\nstatic: [{name: other.cluster1, target: 127.0.0.1}]' });
     await expect.poll(() => metric('spoke_agent_kube_rule_updates_total'), { timeout: 5000 }).toMatch(/result="rejected"\} [1-9]/);
+    expect(await metric('spoke_agent_kube_rules_rejected')).toContain('spoke_agent_kube_rules_rejected 1');
     expect(served('other.cluster1')).toBe(false);
     expect(served('web.default.cluster1')).toBe(true);
     expect(served('db.cluster1')).toBe(true);
@@ -143,6 +144,8 @@ describe('rules from the Kubernetes API', () => {
     // a namespace that gains the label brings its Services
     api.namespace('team-b', { expose: 'yes' });
     await waitUntil(() => served('two.team-b.cluster1'), 5000, 'the newly selected namespace');
+    // Services apply, but the ConfigMap as it is now is still the bad edit of the test before.
+    expect(await metric('spoke_agent_kube_rules_rejected')).toContain('spoke_agent_kube_rules_rejected 1');
 
     api.delete('services', 'apps', 'api');
     await waitUntil(() => !served('api.apps.cluster1'), 5000, 'the deleted Service to go');
@@ -154,6 +157,7 @@ describe('rules from the Kubernetes API', () => {
   it('keeps the last rules while the API server errors or is down, and resumes when it is back', async () => {
     api.configMap('spoke', 'rules', { 'rules.yaml': 'static: [{name: db.cluster1, target: 127.0.0.1}, {name: v1.cluster1, target: 127.0.0.1}]' });
     await waitUntil(() => served('v1.cluster1'), 5000, 'v1');
+    expect(await metric('spoke_agent_kube_rules_rejected')).toContain('spoke_agent_kube_rules_rejected 0');
 
     // 500s on the next list and watch: the informer stops; the restart with backoff recovers
     api.failNext(4, 500, (p) => p.includes('/configmaps'));
