@@ -2,8 +2,9 @@
 // checked against the agent itself: its flag parser accepts the container args, and probes, ports and
 // mounts agree with the flag values those args produce.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { join, posix } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
@@ -200,5 +201,49 @@ describe('manifests/overlays/cluster-proxy (drop-in for the Go agent)', () => {
     const others = (c: Obj[]) => c.filter((x) => x.name !== 'proxy-agent');
     expect(others(containers)).toEqual(others(before.spec.template.spec.containers));
     expect({ ...pod, containers: undefined }).toEqual({ ...before.spec.template.spec, containers: undefined });
+  });
+});
+
+describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, Grafana dashboard)', () => {
+  // An overlay as a user writes one: the base plus the component. Kustomize wants relative paths and
+  // refuses an overlay inside the base's folder, so it lives in a temporary one.
+  const dir = mkdtempSync(join(tmpdir(), 'spoke-overlay-'));
+  let objs: Obj[];
+  try {
+    writeFileSync(
+      join(dir, 'kustomization.yaml'),
+      ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', `resources: [${relative(dir, manifests)}]`, `components: [${relative(dir, join(manifests, 'monitoring'))}]`, ''].join('\n'),
+    );
+    objs = render(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const base = render(manifests);
+  const ds = one(objs, 'DaemonSet', 'spoke-agent');
+  const ns = ds.metadata.namespace as string;
+  const container = (ds.spec.template.spec.containers as Obj[]).find((c) => c.name === 'spoke-agent')!;
+
+  it('adds a PodMonitor, a PrometheusRule and the dashboard ConfigMap to the base, in its namespace, and changes nothing else', () => {
+    const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['ConfigMap/spoke-agent-dashboard', 'PodMonitor/spoke-agent', 'PrometheusRule/spoke-agent']);
+    for (const o of added) expect(o.metadata.namespace, o.kind).toBe(ns);
+    expect(objs.filter((o) => !added.includes(o))).toEqual(base);
+  });
+
+  it('the PodMonitor scrapes /metrics on the agent pods\' health port', () => {
+    const pm = one(objs, 'PodMonitor');
+    expect(ds.spec.template.metadata.labels).toMatchObject(pm.spec.selector.matchLabels);
+    const [endpoint] = pm.spec.podMetricsEndpoints as Obj[];
+    expect(endpoint).toMatchObject({ path: '/metrics' });
+    const port = (container.ports as Obj[]).find((p) => p.name === endpoint!.port)!;
+    expect(port.containerPort).toBe(container.livenessProbe.httpGet.port);
+  });
+
+  it('the PrometheusRule holds the rule file\'s groups, and the ConfigMap the dashboard, labelled for Grafana\'s sidecar', () => {
+    const rules = parseYaml(readFileSync(join(manifests, 'monitoring/alerts.rules.yaml'), 'utf8')) as Obj;
+    expect(one(objs, 'PrometheusRule').spec).toEqual(rules);
+    const cm = one(objs, 'ConfigMap', 'spoke-agent-dashboard');
+    expect(cm.metadata.labels).toMatchObject({ grafana_dashboard: '1' });
+    expect(JSON.parse(cm.data['spoke-agent.json'])).toEqual(JSON.parse(readFileSync(join(manifests, 'monitoring/dashboard.json'), 'utf8')));
   });
 });

@@ -1,7 +1,7 @@
 // Makes sure dig and kdig (Debian's dnsutils and knot-dnsutils) are there for the DNS tests, kubectl
 // (Debian's kubernetes-client, for `kubectl kustomize`) for the manifests test, and promtool (Debian's
-// prometheus; its service is not started in a container) for the monitoring test: CI runs as root on
-// Debian with the Debian mirrors reachable, so install them when missing.
+// prometheus; in a container without an init system its service does not start) for the monitoring
+// test: CI runs as root on Debian with the Debian mirrors reachable, so install them when missing.
 import { execFileSync } from 'node:child_process';
 
 const has = (tool: string) => {
