@@ -146,6 +146,7 @@ describe('every query names only metrics and labels the agent exports', () => {
     upstream = await startTestUpstream({});
     upstream.silent = true; // forwarded names time out: SERVFAIL
     agent = runCli([
+      '--log-format=json', // the ports are read from the log lines
       '--health-server-port=0',
       '--cluster-name=cluster1',
       '--dns-port=0',
