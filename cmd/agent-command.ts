@@ -7,7 +7,7 @@ import { tlsFilesProblem } from '../agent/credentials.js';
 import { mergeIdentifiers } from '../agent/identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { resolveForDial } from '../dns/dial.js';
-import { resolveHandler, rulesHandler } from '../dns/explain.js';
+import { noRulesHandler, resolveHandler, rulesHandler } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { dialPolicy } from '../kube/dial-policy.js';
@@ -19,9 +19,11 @@ import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
-import { startLocalHub } from './local-hub.js';
 
 export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags } satisfies FlagSet;
+
+/** Flags that say which names to serve (or which hub to use): any of them turns `npm start`'s demo off. */
+const demoOffFlags = ['proxy-server-host', 'cluster-name', 'expose', 'rules-file', 'rules-configmap', 'auto-expose'];
 
 /** A start-up problem the operator must fix: printed as one line, exit code 2. */
 class UsageError extends Error {}
@@ -59,6 +61,22 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
   const registry = processRegistry();
 
+  // No flag naming names or a hub: `npm start`'s demo (a cluster name, a rule, a page to reach by it).
+  // Loaded only then, like the local hub: neither is part of a deployed agent.
+  const demo = demoOffFlags.some((f) => parsed.given.has(f)) ? undefined : await (await import('./demo.js')).startDemo(o);
+  if (demo) cleanups.push(() => demo.close());
+  // The demo's default ports may be taken (5353 by avahi or another agent): it then takes free ones and
+  // prints them. A port given on the command line is kept or fails.
+  const listen = async <T>(flag: string, port: number, bind: (port: number) => Promise<T>): Promise<T> => {
+    try {
+      return await bind(port);
+    } catch (err) {
+      if (!demo || parsed.given.has(flag) || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      log.warn({ port }, `--${flag}=${port} is taken: the demo listens on a free port instead`);
+      return bind(0);
+    }
+  };
+
   // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
   let holder: RuleHolder | undefined;
   let dns: Awaited<ReturnType<typeof startDns>> | undefined;
@@ -67,7 +85,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     if (!rules.ok) throw new UsageError(`invalid rules: ${rules.errors.join('; ')}`);
     holder = new RuleHolder(rules.value);
     try {
-      dns = await startDns(o, holder, registry, log.child({ component: 'dns' }));
+      dns = await startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) => listen('dns-port', port, bind));
     } catch (err) {
       throw new UsageError(`DNS server: ${(err as Error).message}`);
     }
@@ -78,13 +96,13 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
 
   // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
   let targets = o.proxyServerHost.map((h) => (typeof splitHostPort(h) === 'string' ? joinHostPort(h, o.proxyServerPort) : h));
-  if (!parsed.given.has('proxy-server-host')) {
+  const localHub = parsed.given.has('proxy-server-host') ? undefined : await (await import('./local-hub.js')).startLocalHub(log);
+  if (localHub) {
+    cleanups.push(() => localHub.close());
     // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
     if (!parsed.given.has('health-server-host')) o.healthServerHost = '127.0.0.1';
-    const hub = await startLocalHub(log, `127.0.0.1:${o.healthServerPort}`);
-    cleanups.push(() => hub.close());
-    Object.assign(o, hub.agentCredentials);
-    targets = [hub.agentTarget];
+    Object.assign(o, localHub.agentCredentials);
+    targets = [localHub.agentTarget];
   }
   const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
   const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers });
@@ -100,13 +118,12 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
   if (guards.metrics) health.protectMetrics(guards.metrics);
-  if (holder && dns) {
-    health.addRoute('/debug/resolve', resolveHandler(dns.resolver), guards.debug);
-    health.addRoute('/debug/rules', rulesHandler(holder), guards.debug);
-  }
+  health.addRoute('/debug/resolve', holder && dns ? resolveHandler(dns.resolver) : noRulesHandler, guards.debug);
+  health.addRoute('/debug/rules', holder ? rulesHandler(holder) : noRulesHandler, guards.debug);
+  let healthPort: number;
   try {
-    const addr = await health.listen();
-    log.info({ port: addr.port }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules');
+    healthPort = (await listen('health-server-port', o.healthServerPort, (port) => health.listen(port))).port;
+    log.info({ port: healthPort }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules');
   } catch (err) {
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
@@ -138,6 +155,12 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   agent.start();
   cleanups.push(() => agent.stop());
   log.info({ agentID: agent.agentID, targets, identifiers }, 'spoke-agent started');
+  if (localHub) {
+    const lines = demo && dns
+      ? demo.lines({ httpConnectPort: localHub.ports.httpConnect, dns: dns.listening, health: { host: o.healthServerHost, port: healthPort } })
+      : localHub.tunnelLines(holder ? undefined : joinHostPort('127.0.0.1', healthPort));
+    localHub.announce(agent.agentID, lines);
+  }
   return waitForSignals(agent, o.drainTimeout, log, shutdown);
 }
 

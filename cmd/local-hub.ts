@@ -1,7 +1,7 @@
-// `npm start` with no --proxy-server-host: a proxy-server on loopback in the same process, so a new
-// user sees a tunnelled request within a minute. The agent port uses mTLS with a throwaway PKI
-// (written to a temporary folder, since the agent reads its credentials from files); the frontends
-// are plaintext on 127.0.0.1 so curl and `spoke-agent dial` need no certificates.
+// No --proxy-server-host: a proxy-server on loopback in the same process, so a new user sees a
+// tunnelled request within a minute (with `npm start`'s demo, demo.ts, or alone). The agent port uses
+// mTLS with a throwaway PKI (written to a temporary folder, since the agent reads its credentials from
+// files); the frontends are plaintext on 127.0.0.1 so curl and `spoke-agent dial` need no certificates.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,11 +12,19 @@ import type { Logger } from '../observability/log.js';
 export interface LocalHub {
   agentTarget: string;
   agentCredentials: { caCert: string; agentCert: string; agentKey: string };
+  ports: { agent: number; server: number; httpConnect: number };
+  /** Prints `lines` to stderr once the agent is connected, so they work when read. */
+  announce(agentID: string, lines: string[]): void;
+  /**
+   * Without the demo: the hub's ports and a dial through the tunnel. Without rules the agent dials
+   * anything, so its own health port (`healthTarget`) is the example; with rules it dials only their
+   * targets, so the example names one.
+   */
+  tunnelLines(healthTarget: string | undefined): string[];
   close(): Promise<void>;
 }
 
-/** `demoTarget` is an address worth dialling in the printed example (the agent's health port). */
-export async function startLocalHub(log: Logger, demoTarget: string): Promise<LocalHub> {
+export async function startLocalHub(log: Logger): Promise<LocalHub> {
   const pki = createEphemeralPki('spoke-agent local hub CA');
   const dir = mkdtempSync(join(tmpdir(), 'spoke-agent-hub-'));
   const file = (name: string, pem: string) => {
@@ -34,21 +42,27 @@ export async function startLocalHub(log: Logger, demoTarget: string): Promise<Lo
     agentTls: { cert: pki.server.cert, key: pki.server.key, ca: pki.ca.cert },
     log: log.child({ component: 'local-hub' }),
   });
-  const { agent, server, httpConnect } = hub.ports;
+  const [agent, server, httpConnect] = [hub.ports.agent!, hub.ports.server!, hub.ports.httpConnect!]; // all three were asked for
   log.info({ agentPort: agent, grpcFrontendPort: server, httpConnectPort: httpConnect }, 'no --proxy-server-host given: started a local hub on 127.0.0.1');
-  process.stderr.write(
-    [
-      '',
-      `Local hub on 127.0.0.1 (agent port ${agent}, gRPC frontend ${server}, HTTP CONNECT ${httpConnect}).`,
-      'Once the agent is ready, dial through the tunnel, for example to the agent\'s own health port:',
-      `  curl -p -x http://127.0.0.1:${httpConnect} http://${demoTarget}/readyz`,
-      `  npm start -- dial --proxy-port=${server} ${demoTarget}`,
-      '',
-    ].join('\n'),
-  );
   return {
     agentTarget: `localhost:${agent}`,
     agentCredentials,
+    ports: { agent, server, httpConnect },
+    announce: (agentID, lines) => {
+      const print = (note: string) => process.stderr.write(`\n${note}${lines.join('\n')}\n\n`);
+      hub.waitForAgent(agentID, 60_000).then(
+        () => print(''),
+        () => print('(the agent has not connected to the local hub yet: see the log)\n'),
+      );
+    },
+    tunnelLines: (healthTarget) => {
+      const target = healthTarget ?? 'NAME:PORT';
+      return [
+        `Local hub on 127.0.0.1 (agent port ${agent}, gRPC frontend ${server}, HTTP CONNECT ${httpConnect}). Dial through the tunnel, for example ${healthTarget ? "to the agent's own health port" : 'to a name your rules serve'}:`,
+        `  curl -p -x http://127.0.0.1:${httpConnect} http://${target}${healthTarget ? '/readyz' : '/'}`,
+        `  npm start -- dial --proxy-port=${server} ${target}`,
+      ];
+    },
     close: async () => {
       await hub.close();
       rmSync(dir, { recursive: true, force: true });

@@ -107,7 +107,10 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
       const e = (await res.json()) as Explanation;
       const why = e.rule ? `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}` : e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
       out.write(`;; explanation from ${url}: ${why}\n`);
-    } else out.write(`;; no explanation: ${url} answered ${res.status}\n`);
+    } else {
+      const why = ((await res.json().catch(() => ({}))) as { error?: string }).error;
+      out.write(`;; no explanation: ${url} answered ${res.status}${why ? `: ${why}` : ''}\n`);
+    }
   } catch {
     out.write(`;; no explanation: ${url} unreachable\n`);
   }

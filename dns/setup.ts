@@ -44,13 +44,19 @@ export function createResolver(values: DnsFlagValues, rules: RuleHolder, registr
   return resolver;
 }
 
+/** Binds on `port`; a caller may try another port when it fails (npm start's demo does when 5353 is taken). */
+export type PortBinder = <T>(port: number, bind: (port: number) => Promise<T>) => Promise<T>;
+
 /** Starts the DNS server; rejects when the port cannot be bound. */
-export async function startDns(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger): Promise<DnsStack> {
+export async function startDns(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger, bindPort: PortBinder = (port, bind) => bind(port)): Promise<DnsStack> {
   const resolver = createResolver(values, rules, registry, log);
-  const server = new DnsServer({ address: values.dnsBindAddress, port: values.dnsPort, resolver, log, batchedUdp: values.dnsBatchedUdp });
+  let server: DnsServer;
   let listening: DnsStack['listening'];
   try {
-    listening = await server.start();
+    ({ server, listening } = await bindPort(values.dnsPort, async (port) => {
+      const server = new DnsServer({ address: values.dnsBindAddress, port, resolver, log, batchedUdp: values.dnsBatchedUdp });
+      return { server, listening: await server.start() };
+    }));
   } catch (err) {
     resolver.close();
     throw err;

@@ -107,10 +107,11 @@ export class HealthServer {
     await route.handler(req, res, url);
   }
 
-  async listen(): Promise<AddressInfo> {
+  /** On the options' port, or `port` (0: any free one). */
+  async listen(port = this.opts.port): Promise<AddressInfo> {
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(this.opts.port, this.opts.host || undefined, () => {
+      this.server.listen(port, this.opts.host || undefined, () => {
         this.server.off('error', reject);
         resolve();
       });

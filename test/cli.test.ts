@@ -13,7 +13,7 @@ let ports: { grpc: number; httpConnect: number };
 
 beforeAll(async () => {
   echo = await startEchoServer();
-  agent = runCli(['--health-server-port=0']);
+  agent = runCli(['--cluster-name=', '--health-server-port=0']); // --cluster-name= : the local hub alone, without npm start's demo
   const m = await agent.waitFor(/gRPC frontend (\d+), HTTP CONNECT (\d+)/);
   ports = { grpc: Number(m[1]), httpConnect: Number(m[2]) };
   await agent.waitFor(/connected to proxy-server/);
@@ -56,6 +56,24 @@ describe('spoke-agent dial through the local hub of `spoke-agent`', () => {
     expect((await dial.exited).code).toBe(1);
     expect(dial.stderr()).toMatch(new RegExp(`^spoke-agent dial: failed to dial ${target} through 127.0.0.1:${port}: .*connection refused`, 'm'));
     expect(dial.stdout()).toBe('');
+  });
+});
+
+describe('spoke-agent without rules (--cluster-name=)', () => {
+  it("prints a curl line that reaches the agent's health port through the tunnel", async () => {
+    const [, line] = await agent.waitFor(/^ {2}(curl -p -x .*\/readyz)$/m);
+    const curl = run('sh', ['-c', line!]);
+    expect((await curl.exited).code, curl.stderr()).toBe(0);
+    expect(curl.stdout()).toBe('ok');
+  });
+
+  it('answers /debug/resolve and /debug/rules with how to set rules', async () => {
+    const [, port] = await agent.waitFor(/"port":(\d+),"msg":"health server listening/);
+    for (const path of ['/debug/resolve?name=demo.default.cluster1', '/debug/rules']) {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`);
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { error: string }).error).toMatch(/^no rules: .*Set --cluster-name=NAME .*--expose=NAMESPACE\/SERVICE, --rules-file=PATH/);
+    }
   });
 });
 

@@ -1,7 +1,6 @@
 // README.md stays true: the generated flags section matches the code, every metric is listed, local
 // links resolve, and the two quick-start commands work on a copy of the repository.
 import { existsSync, readFileSync } from 'node:fs';
-import http from 'node:http';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readmePath, withFlagsSection } from '../cmd/flags-doc.js';
@@ -54,34 +53,35 @@ describe('quick start', () => {
       } catch {}
       copy.remove();
     });
+    /** A printed command, run as a user pasting it would: by the shell, in the clone. */
+    const runPrinted = async (command: string) => {
+      const child = run('sh', ['-c', command], { cwd: copy.dir });
+      const { code } = await child.exited;
+      expect(code, `${command}\n${child.stdout()}${child.stderr()}`).toBe(0);
+      return child.stdout();
+    };
 
-    it('prints a curl line whose request goes through the tunnel, then exits 0 on SIGTERM', async () => {
-      const [, proxyPort, target, path] = await start.waitFor(/curl -p -x http:\/\/127\.0\.0\.1:(\d+) http:\/\/([\d.]+:\d+)(\/\S*)/, 60_000);
-      await start.waitFor(/connected to proxy-server/);
-      // What curl -p -x does: CONNECT through the proxy, then the request over the tunnel.
-      const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        http
-          .request({ host: '127.0.0.1', port: Number(proxyPort), method: 'CONNECT', path: target })
-          .on('connect', (res, socket) => {
-            if (res.statusCode !== 200) return reject(new Error(`CONNECT: ${res.statusCode}`));
-            http
-              .get({ createConnection: () => socket, path, headers: { host: target } }, (r) => {
-                let body = '';
-                r.on('data', (c: Buffer) => (body += c.toString()));
-                r.on('end', () => resolve({ status: r.statusCode!, body }));
-              })
-              .on('error', reject);
-          })
-          .on('error', reject)
-          .end();
-      });
-      expect({ status, body: body.trim() }).toEqual({ status: 200, body: 'ok' });
+    it('prints dig, curl and resolve lines that work as printed, then exits 0 on SIGTERM', async () => {
+      await start.waitFor(/^ {4}npm start -- resolve .*$/m, 90_000); // the three lines are printed together
+      const printed = (command: string) => start.stderr().match(new RegExp(`^ {4}(${command} .*)$`, 'm'))?.[1];
+      const [dig, curl, resolve] = [printed('dig'), printed('curl'), printed('npm start -- resolve')];
+      expect({ dig, curl, resolve }).toEqual({ dig: expect.stringMatching(/ demo\.default\.cluster1$/), curl: expect.any(String), resolve: expect.any(String) });
+
+      // The DNS server answers the demo name with the page's loopback address.
+      const answer = await runPrinted(dig!);
+      expect(answer).toMatch(/status: NOERROR/);
+      expect(answer).toMatch(/^demo\.default\.cluster1\.\s+\d+\s+IN\s+A\s+127\.0\.0\.1$/m);
+      // Through the hub's HTTP CONNECT port and the tunnel; the agent dials the name.
+      expect(await runPrinted(curl!)).toMatch(/^Hello from the spoke-agent demo page: you reached demo\.default\.cluster1:\d+ through the hub/);
+      // resolve: the answer, and the rule that gave it.
+      expect(await runPrinted(resolve!)).toMatch(/^;; explanation from http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=demo\.default\.cluster1&type=A: rule .*rules\.yaml: static\[0\] \(demo\.default\.cluster1\) \(static\) -> 127\.0\.0\.1$/m);
+
       // npm itself dies of a signal instead of waiting for its script; the agent is what handles SIGTERM
       // (as PID 1 in the image), and npm start then exits with the agent's code.
       const agentPid = Number(/"pid":(\d+)/.exec(start.stdout())![1]);
       process.kill(agentPid, 'SIGTERM');
       expect((await start.exited).code, start.stdout() + start.stderr()).toBe(0);
       expect(start.stdout()).toMatch(/drained, exiting/);
-    }, 90_000);
+    }, 180_000);
   });
 });

@@ -1,7 +1,8 @@
-// Makes sure dig and kdig (Debian's dnsutils and knot-dnsutils) are there for the DNS tests, kubectl
-// (Debian's kubernetes-client, for `kubectl kustomize`) for the manifests test, and promtool (Debian's
-// prometheus; in a container without an init system its service does not start) for the monitoring
-// test: CI runs as root on Debian with the Debian mirrors reachable, so install them when missing.
+// Makes sure dig and kdig (Debian's dnsutils and knot-dnsutils) are there for the DNS tests, curl for
+// the lines `npm start` prints, kubectl (Debian's kubernetes-client, for `kubectl kustomize`) for the
+// manifests test, and promtool (Debian's prometheus; in a container without an init system its service
+// does not start) for the monitoring test: CI runs as root on Debian with the Debian mirrors reachable,
+// so install them when missing.
 import { execFileSync } from 'node:child_process';
 
 const has = (tool: string) => {
@@ -14,7 +15,7 @@ const has = (tool: string) => {
 };
 
 // Debian package for each tool.
-const packages: Record<string, string> = { dig: 'dnsutils', kdig: 'knot-dnsutils', kubectl: 'kubernetes-client', promtool: 'prometheus' };
+const packages: Record<string, string> = { dig: 'dnsutils', kdig: 'knot-dnsutils', kubectl: 'kubernetes-client', promtool: 'prometheus', curl: 'curl' };
 
 export default function setup(): void {
   const missing = [...new Set(Object.keys(packages).filter((tool) => !has(tool)).map((tool) => packages[tool]!))];
