@@ -30,7 +30,10 @@ class UsageError extends Error {}
 
 export async function runAgentCommand(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(`Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve --help\n\nFlags:\n${usage(agentCommandFlags)}\n`);
+    process.stdout.write(
+      `Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve --help\n\n` +
+        `Without --proxy-server-host it starts a local hub. Without any of --${demoOffFlags.join(', --')}: also the demo of README.md's quick start.\n\nFlags:\n${usage(agentCommandFlags)}\n`,
+    );
     return 0;
   }
   const cleanups: Array<() => Promise<void> | void> = [];

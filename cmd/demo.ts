@@ -10,13 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { joinHostPort } from '../agent/address.js';
 
-export const demoCluster = 'cluster1';
-export const demoName = `demo.default.${demoCluster}`;
+const demoCluster = 'cluster1';
+const demoName = `demo.default.${demoCluster}`;
 
 export interface Demo {
-  /** The page's port on 127.0.0.1. */
-  pagePort: number;
-  rulesFile: string;
   /** What to print once the agent is connected: three commands that work as printed, from the clone. */
   lines(at: DemoListeners): string[];
   close(): Promise<void>;
@@ -43,8 +40,6 @@ export async function startDemo(o: { clusterName: string; rulesFile: string }): 
   o.rulesFile = rulesFile;
   const pagePort = (server.address() as AddressInfo).port;
   return {
-    pagePort,
-    rulesFile,
     lines: (at) => demoLines(pagePort, rulesFile, at),
     close: async () => {
       server.closeAllConnections();
