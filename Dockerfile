@@ -36,6 +36,8 @@ COPY package.json ./
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/build ./build
+# What cluster-proxy's proxy-agent container runs: the same agent (README.md, "cluster-proxy drop-in").
+COPY --chmod=0755 cmd/proxy-agent /proxy-agent
 USER 65532:65532
 # Health (/healthz /readyz /metrics /debug) and DNS (unprivileged: no root, no capability).
 EXPOSE 8093/tcp 5353/udp 5353/tcp

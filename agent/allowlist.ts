@@ -72,6 +72,12 @@ export type DenyReason = 'no_rule' | 'not_a_rule_address';
 export interface DialAllowlistOptions {
   resolveForDial: ResolveForDial;
   cidrs: readonly Cidr[];
+  /**
+   * The `host=` names of --agent-identifiers: the hub was told this agent serves them (cluster-proxy's
+   * service-proxy host, which the pod's /etc/hosts maps to its sidecar), so a dial by one of these
+   * names is allowed to whatever it resolves to (the system resolver, for a name no rule serves).
+   */
+  identifierHosts?: readonly string[];
   registry: Registry;
   /** Called once per refusal, for the log. */
   onDenied?: (host: string, address: string, reason: string) => void;
@@ -83,12 +89,14 @@ export interface DialAllowlistOptions {
  */
 export class DialAllowlist {
   private readonly cidrs: readonly Cidr[];
+  private readonly identifierHosts: ReadonlySet<string>;
   private byName = new Map<string, Set<string>>();
   private ruleAddresses = new Set<string>();
   private readonly denied: Counter<'reason'>;
 
   constructor(private readonly opts: DialAllowlistOptions) {
     this.cidrs = opts.cidrs;
+    this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalize));
     this.denied = new Counter({
       name: 'spoke_agent_dials_denied_total',
       help: 'Dials refused before any connection attempt because no rule resolves to the address and --allowed-cidrs does not cover it, by reason (no_rule, not_a_rule_address).',
@@ -111,6 +119,7 @@ export class DialAllowlist {
     const name = normalize(host);
     let reason: DenyReason | undefined;
     let message = '';
+    if (isIP(host) === 0 && this.identifierHosts.has(name)) return undefined;
     if (isIP(host) !== 0) {
       if (!this.ruleAddresses.has(canonical(address))) {
         reason = 'not_a_rule_address';

@@ -20,6 +20,11 @@ export function validateIdentifiers(text: string): string | undefined {
   return undefined;
 }
 
+/** The `host=` values of a valid identifier string, lower-cased, without a trailing dot, in order. */
+export function identifierHosts(text: string): string[] {
+  return (parseQuery(text).get('host') ?? []).map((h) => h.toLowerCase().replace(/\.$/, '')).filter((h) => h !== '');
+}
+
 /** Merges identifier strings, dropping exact duplicates, keeping first-seen order. */
 export function mergeIdentifiers(...parts: string[]): string {
   const seen = new Set<string>();

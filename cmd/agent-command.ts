@@ -4,17 +4,18 @@
 import { Agent } from '../agent/agent.js';
 import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
-import { mergeIdentifiers } from '../agent/identifiers.js';
+import { identifierHosts, mergeIdentifiers } from '../agent/identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { resolveForDial } from '../dns/dial.js';
 import { noRulesHandler, resolveHandler, rulesHandler } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { dialPolicy } from '../kube/dial-policy.js';
-import { kubeFlags, usesKubeApi, validateKubeOptions } from '../kube/options.js';
+import { defaultRulesConfigmap, kubeFlags, serviceAccountNamespace, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
+import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
@@ -80,6 +81,17 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     }
   };
 
+  // Under cluster-proxy nothing can be set per cluster: the cluster, the namespace and the rules
+  // ConfigMap come from what its hub renders and the pod's service account, unless flags say otherwise.
+  const identity = deriveIdentity({ identifiers: o.agentIdentifiers, clusterName: o.clusterName, agentNamespace: o.agentNamespace, serviceAccountNamespace: serviceAccountNamespace() });
+  for (const { flag, value, from } of identity.derived) log.info({ flag, value, from }, `${flag} not given: derived`);
+  if (identity.problem) log.warn(identity.problem);
+  Object.assign(o, { clusterName: identity.clusterName, agentNamespace: identity.agentNamespace });
+  if (!parsed.given.has('rules-configmap')) {
+    o.rulesConfigmap = defaultRulesConfigmap(o);
+    if (o.rulesConfigmap !== '') log.info({ configmap: o.rulesConfigmap }, '--rules-configmap not given: watching spoke-agent-rules in the agent\'s namespace (--rules-configmap= turns this off)');
+  }
+
   // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
   let holder: RuleHolder | undefined;
   let dns: Awaited<ReturnType<typeof startDns>> | undefined;
@@ -94,7 +106,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     }
     cleanups.push(() => dns!.close());
   }
-  const policy = dialPolicy({ kube: o, rules: holder && dns && { holder, resolveForDial: (h) => resolveForDial(dns!.resolver, h) }, registry, log });
+  const policy = dialPolicy({ kube: o, identifierHosts: identifierHosts(o.agentIdentifiers), rules: holder && dns && { holder, resolveForDial: (h) => resolveForDial(dns!.resolver, h) }, registry, log });
   cleanups.push(() => policy.stop());
 
   // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).

@@ -1,5 +1,5 @@
-// Where the agent may dial, for the agent command: with rules, only what they resolve to plus
-// --allowed-cidrs (agent/allowlist.ts, kept current as the rules change); without rules, anything, as the
+// Where the agent may dial, for the agent command: with rules, only what they resolve to, the host=
+// names of --agent-identifiers and --allowed-cidrs (agent/allowlist.ts, kept current as the rules change); without rules, anything, as the
 // Go agent does, said once at start so nobody assumes otherwise.
 import type { Registry } from 'prom-client';
 import { DialAllowlist, parseCidr, type Cidr, type ResolveForDial } from '../agent/allowlist.js';
@@ -15,7 +15,7 @@ export interface DialPolicy {
   stop(): void;
 }
 
-export function dialPolicy(o: { kube: Pick<KubeOptions, 'allowedCidrs'>; rules?: { holder: RuleHolder; resolveForDial: ResolveForDial }; registry: Registry; log: Logger }): DialPolicy {
+export function dialPolicy(o: { kube: Pick<KubeOptions, 'allowedCidrs'>; identifierHosts?: readonly string[]; rules?: { holder: RuleHolder; resolveForDial: ResolveForDial }; registry: Registry; log: Logger }): DialPolicy {
   if (!o.rules) {
     o.log.warn('no rules (--cluster-name is not set): the agent dials any address the hub names, as the Go agent does; set --cluster-name to allow only rule targets and --allowed-cidrs');
     return { stop: () => {} };
@@ -24,6 +24,7 @@ export function dialPolicy(o: { kube: Pick<KubeOptions, 'allowedCidrs'>; rules?:
   const allowlist = new DialAllowlist({
     resolveForDial: o.rules.resolveForDial,
     cidrs,
+    identifierHosts: o.identifierHosts,
     registry: o.registry,
     onDenied: (host, address, reason) => o.log.warn({ host, address, reason }, 'dial refused'),
   });

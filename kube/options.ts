@@ -1,5 +1,6 @@
 // Flags for what the agent takes from the spoke's Kubernetes API: rules from a ConfigMap, auto-exposed
 // Services, the dial allowlist, and delegated authentication for /debug and /metrics.
+import { readFileSync } from 'node:fs';
 import { cidrsProblem } from '../agent/allowlist.js';
 import { bool, duration, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { labelProblem } from '../rules/naming.js';
@@ -19,7 +20,8 @@ const selectorProblem = (s: string) => (/^[\w./\-=!,() ]*$/.test(s) ? undefined 
 
 export const kubeFlags = {
   kubeconfig: str('kubeconfig', '', 'Path to a kubeconfig for the spoke\'s API server; when empty, the in-cluster service account is used (if running in a pod).'),
-  rulesConfigmap: str('rules-configmap', '', 'NAMESPACE/NAME of a ConfigMap whose "rules.yaml" (or "rules.json") key holds rules in the --rules-file format; watched, applied within seconds, a bad edit is rejected whole and the last good rules stay.', {
+  rulesConfigmap: str('rules-configmap', '', 'NAMESPACE/NAME of a ConfigMap whose "rules.yaml" (or "rules.json") key holds rules in the --rules-file format; watched, applied within seconds, a bad edit is rejected whole and the last good rules stay. Not given, in a pod with rules: spoke-agent-rules in the agent\'s namespace, if it exists and the agent may read it; --rules-configmap= turns that off.', {
+    defaultText: '<agent-namespace>/spoke-agent-rules in a pod',
     validate: (v) => {
       if (v === '') return undefined;
       const ref = parseObjectRef(v);
@@ -54,6 +56,23 @@ export function validateKubeOptions(o: KubeOptions): string | undefined {
 
 export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT);
+}
+
+/** Where the kubelet mounts the pod's service account: token, ca.crt, namespace. */
+export const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** The pod's namespace as its service account says, or undefined outside a pod. */
+export function serviceAccountNamespace(dir = serviceAccountDir): string | undefined {
+  try {
+    return readFileSync(`${dir}/namespace`, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The rules ConfigMap watched when --rules-configmap is not given: the agent's own namespace's, in a pod with rules. */
+export function defaultRulesConfigmap(o: { clusterName: string; agentNamespace: string }, env: NodeJS.ProcessEnv = process.env): string {
+  return o.clusterName !== '' && o.agentNamespace !== '' && inCluster(env) ? `${o.agentNamespace}/spoke-agent-rules` : '';
 }
 
 /** Whether the flags need the Kubernetes API at all; the client library costs ~60 MiB, so load it only then. */

@@ -39,6 +39,8 @@ export class ResilientWatch<T extends KubernetesObject> {
   private generation = 0;
   private timer?: NodeJS.Timeout;
   private stopped = false;
+  /** A 403 is said once at warn: RBAC does not change by itself, the retries go on at debug. */
+  private forbiddenSaid = false;
 
   constructor(private readonly opts: ResilientWatchOptions<T>) {
     this.backoff = new Backoff(opts.backoff ?? { initialMs: 500, capMs: 30_000 });
@@ -100,6 +102,7 @@ export class ResilientWatch<T extends KubernetesObject> {
     if (!current()) return;
     synced = true;
     this.backoff.reset();
+    this.forbiddenSaid = false;
     metrics.watchSynced.set({ resource: this.resource }, 1);
     metrics.lastEvent.set({ resource: this.resource }, Date.now() / 1000);
     this.opts.onList(informer.list());
@@ -109,7 +112,14 @@ export class ResilientWatch<T extends KubernetesObject> {
     const wait = this.backoff.next();
     this.opts.metrics.watchErrors.inc({ resource: this.resource });
     this.opts.metrics.watchSynced.set({ resource: this.resource }, 0);
-    this.opts.log.warn({ resource: this.resource, error: describe(err), retryInMs: Math.round(wait) }, 'watch failed; keeping the last known objects and retrying');
+    const fields = { resource: this.resource, error: describe(err), retryInMs: Math.round(wait) };
+    if (statusOf(err) !== 403) this.opts.log.warn(fields, 'watch failed; keeping the last known objects and retrying');
+    else if (this.forbiddenSaid) this.opts.log.debug(fields, 'still forbidden');
+    else {
+      this.forbiddenSaid = true;
+      const path = this.opts.spec.path;
+      this.opts.log.warn({ ...fields, path }, `forbidden to list and watch ${path}: carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`);
+    }
     this.generation++;
     clearTimeout(this.timer);
     this.retire();
@@ -128,9 +138,14 @@ export class ResilientWatch<T extends KubernetesObject> {
   }
 }
 
+/** The HTTP status of a client-node ApiException (`code`) or a watch error (`statusCode`). */
+function statusOf(err: unknown): unknown {
+  return (err as { statusCode?: unknown } | undefined)?.statusCode ?? (err as { code?: unknown } | undefined)?.code;
+}
+
 function describe(err: unknown): string {
   if (err instanceof Error) {
-    const code = (err as { code?: unknown; statusCode?: unknown }).statusCode ?? (err as { code?: unknown }).code;
+    const code = statusOf(err);
     const cause = (err as { cause?: { message?: string } }).cause?.message;
     // client-node's ApiException message carries the body and headers: the first line says enough.
     return [code !== undefined ? `${code}` : '', err.message.split('\n')[0], cause ? `(${cause})` : ''].filter(Boolean).join(' ');

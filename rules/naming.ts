@@ -68,6 +68,16 @@ export function serviceFqdn(ctx: NamingContext, namespace: string, service: stri
  * ManagedProxyServiceResolver dial this name.
  */
 export function hashedServiceHost(cluster: string, namespace: string, service: string): string {
-  const digest = createHash('sha256').update(`${cluster} ${namespace} ${service}`).digest('hex');
-  return `cluster-proxy-${digest.slice(0, 49)}`;
+  return `cluster-proxy-${sha256Hex(`${cluster} ${namespace} ${service}`).slice(0, 49)}`;
 }
+
+/**
+ * cluster-proxy's GenerateServiceProxyHost (pkg/util/serviceurl.go): the first 56 characters of
+ * "cluster-" + sha256(cluster) in hex, then ".open-cluster-management.proxy". The hub names it in
+ * --agent-identifiers and the pod's hostAliases maps it to the service-proxy sidecar on 127.0.0.1.
+ */
+export function serviceProxyHost(cluster: string): string {
+  return `${`cluster-${sha256Hex(cluster)}`.slice(0, 56)}.open-cluster-management.proxy`;
+}
+
+const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');

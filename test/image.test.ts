@@ -2,7 +2,7 @@
 // machine: the build context filtered by .dockerignore, each COPY into a folder per stage, each RUN
 // in it, then the ENTRYPOINT with our Node 24 standing in for the image's /nodejs/bin/node.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, posix, relative } from 'node:path';
@@ -125,6 +125,25 @@ describe('Dockerfile', () => {
       const p = run(entry[0]!, [...entry.slice(1), ...args], { cwd: join(fs[runtime.name]!.dir, 'app') });
       expect((await p.exited).code, `${args.join(' ')}: ${p.stderr()}`).toBe(0);
     }
+  });
+
+  it('/proxy-agent (what cluster-proxy runs) is an executable that starts the same agent: --help, and the Go agent\'s flags', async () => {
+    const root = fs[runtime.name]!.dir;
+    const script = join(root, 'proxy-agent');
+    expect(statSync(script).mode & 0o111, 'executable').toBe(0o111);
+    const text = readFileSync(script, 'utf8');
+    // No shell in the image: the kernel runs the interpreter named here, the image's Node.
+    expect(text.split('\n')[0]).toBe('#!/nodejs/bin/node');
+    // Replayed through the kernel too, with this machine's Node in the image's Node's place.
+    writeFileSync(script, text.replace(/^#!.*/, `#!${process.execPath}`));
+    const help = run(script, ['--help'], { cwd: '/' });
+    expect((await help.exited).code, help.stderr()).toBe(0);
+    expect(help.stdout()).toMatch(/^Usage: spoke-agent \[flags\]/);
+    for (const flag of ['--proxy-server-host', '--agent-identifiers', '--ca-cert', '--agent-cert', '--agent-key', '--cluster-name']) expect(help.stdout()).toContain(flag);
+    // A Go agent flag value error is the agent's own: exit 2 with its message.
+    const bad = run(script, ['--agent-identifiers=bogus=1'], { cwd: '/' });
+    expect((await bad.exited).code).toBe(2);
+    expect(bad.stderr()).toMatch(/unknown address type: bogus/);
   });
 
   it('the entrypoint runs the agent (local hub), tunnels a connection, and exits 0 on SIGTERM', async () => {

@@ -4,6 +4,10 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cidrContains, DialAllowlist, ipBytes, parseCidr, type Cidr, type DialResolution } from '../agent/allowlist.js';
 import { dialTcp } from '../agent/dialer.js';
+import { resolveForDial as resolveThroughRules } from '../dns/dial.js';
+import { createResolver } from '../dns/setup.js';
+import { createLogger } from '../observability/log.js';
+import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { startEchoServer, type Target } from './support/targets.js';
 
@@ -133,5 +137,27 @@ describe('DialAllowlist', () => {
     socket.destroy();
     await new Promise((r) => setTimeout(r, 20));
     expect(target.accepted()).toBe(1);
+  });
+
+  it('allows the host= names of --agent-identifiers by name, resolved by the system resolver (/etc/hosts)', async () => {
+    // cluster-proxy's service-proxy host is such a name, mapped to 127.0.0.1 by the pod's hostAliases;
+    // "localhost" is in every /etc/hosts and served by no rule here, so it takes the same path.
+    target = await startEchoServer('127.0.0.1');
+    const registry = new Registry();
+    const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 10, dnsUpstreamTimeout: 500 }, new RuleHolder(rules), registry, createLogger('silent'));
+    try {
+      const allowlist = new DialAllowlist({ resolveForDial: (h) => resolveThroughRules(resolver, h), cidrs: [], identifierHosts: ['LocalHost.', 'cluster1'], registry });
+      await allowlist.refresh(rules);
+      const dial = (address: string) => dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
+      (await dial(`localhost:${target.port}`)).destroy();
+      await expect(dial(`127.0.0.1:${target.port}`)).rejects.toMatchObject({ reason: 'denied' }); // the name, not its address
+      await new Promise((r) => setTimeout(r, 20));
+      expect(target.accepted()).toBe(1);
+      // an identifier in the rules' zone that no rule serves stays unresolvable
+      const zone = new DialAllowlist({ resolveForDial: (h) => resolveThroughRules(resolver, h), cidrs: [], identifierHosts: ['nothere.cluster1'], registry: new Registry() });
+      await expect(dialTcp(`nothere.cluster1:${target.port}`, { timeoutMs: 2000, resolve: zone.resolve, authorize: zone.authorize })).rejects.toMatchObject({ reason: 'unresolvable' });
+    } finally {
+      resolver.close();
+    }
   });
 });

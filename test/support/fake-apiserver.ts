@@ -1,11 +1,13 @@
-// A Kubernetes API server for tests, on 127.0.0.1 with plain node:http, and a real kubeconfig file
-// pointing at it. It serves what spoke-agent uses with the real semantics: list with a collection
+// A Kubernetes API server for tests, on loopback with plain node:http (or https, as a pod's in-cluster
+// configuration requires), and a real kubeconfig file pointing at it. It serves what spoke-agent uses with the real semantics: list with a collection
 // resourceVersion, watch from a resourceVersion as newline-delimited JSON events (410 Gone in an ERROR
 // event for a compacted version), label and field selectors, bearer-token authentication, and
-// TokenReview / SubjectAccessReview with answers the test sets. Faults on demand: 500s, dropped
+// TokenReview / SubjectAccessReview with answers the test sets, 403 Forbidden for paths the test denies
+// (RBAC as the agent sees it). Faults on demand: 500s, dropped
 // watches, the whole server down and back on the same port.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -57,13 +59,18 @@ export class FakeApiServer {
   private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
   private failures: Array<{ status: number; match: (path: string) => boolean }> = [];
+  /** Request paths answered 403 Forbidden, as RBAC would for a service account without the right. */
+  readonly forbidden = new Set<string>();
   private server!: http.Server;
   port = 0;
   kubeconfigPath = '';
 
-  static async start(): Promise<FakeApiServer> {
-    const s = new FakeApiServer();
-    await s.listen();
+  private constructor(private readonly listenOn: { host: string; tls?: { cert: Buffer; key: Buffer } }) {}
+
+  /** On `host` (127.0.0.1) and `port` (any), over TLS with `tls`, as an API server in a cluster is. */
+  static async start(opts: { host?: string; port?: number; tls?: { cert: Buffer; key: Buffer } } = {}): Promise<FakeApiServer> {
+    const s = new FakeApiServer({ host: opts.host ?? '127.0.0.1', tls: opts.tls });
+    await s.listen(opts.port);
     const dir = mkdtempSync(join(tmpdir(), 'fake-apiserver-'));
     s.kubeconfigPath = join(dir, 'kubeconfig');
     writeFileSync(
@@ -72,7 +79,7 @@ export class FakeApiServer {
         'apiVersion: v1',
         'kind: Config',
         // client-node refuses a plain-HTTP server unless TLS verification is off (there is no TLS to verify).
-        `clusters: [{name: fake, cluster: {server: "http://127.0.0.1:${s.port}", insecure-skip-tls-verify: true}}]`,
+        `clusters: [{name: fake, cluster: {server: "${s.url}", insecure-skip-tls-verify: true}}]`,
         `users: [{name: admin, user: {token: ${s.token}}}]`,
         'contexts: [{name: fake, context: {cluster: fake, user: admin}}]',
         'current-context: fake',
@@ -80,6 +87,10 @@ export class FakeApiServer {
       ].join('\n'),
     );
     return s;
+  }
+
+  get url(): string {
+    return `${this.listenOn.tls ? 'https' : 'http'}://${this.listenOn.host}:${this.port}`;
   }
 
   // --- objects ---
@@ -160,14 +171,15 @@ export class FakeApiServer {
   // --- HTTP ---
 
   private async listen(port = 0): Promise<void> {
-    this.server = http.createServer((req, res) => this.handle(req, res));
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res);
+    this.server = this.listenOn.tls ? https.createServer(this.listenOn.tls, handler) : http.createServer(handler);
     this.server.on('connection', (s) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
     await new Promise<void>((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(port, '127.0.0.1', () => resolve());
+      this.server.listen(port, this.listenOn.host, () => resolve());
     });
     this.port = (this.server.address() as AddressInfo).port;
   }
@@ -176,6 +188,7 @@ export class FakeApiServer {
     const url = new URL(req.url ?? '/', 'http://x');
     this.requests.push(`${req.method} ${url.pathname}${url.search}`);
     if (req.headers.authorization !== `Bearer ${this.token}`) return status(res, 401, 'Unauthorized', 'Unauthorized');
+    if (this.forbidden.has(url.pathname)) return status(res, 403, 'Forbidden', `forbidden: cannot ${req.method} ${url.pathname}`);
     const failure = this.failures.findIndex((f) => f.match(url.pathname));
     if (failure !== -1) {
       const [f] = this.failures.splice(failure, 1);
