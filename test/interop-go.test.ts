@@ -1,6 +1,7 @@
 // Opt-in interoperability test against the real Go proxy-server and test-client of
-// kubernetes-sigs/apiserver-network-proxy (ANP). Skipped unless ANP_BIN_DIR names a directory that
-// holds the binaries `proxy-server` and `proxy-test-client` (nothing in this repo builds or ships them).
+// kubernetes-sigs/apiserver-network-proxy (ANP). Skipped unless ANP_BIN_DIR (else a ready
+// /root/.cache/spoke-agent/anp) holds the binaries `proxy-server` and `proxy-test-client` (nothing in
+// this repo builds or ships them).
 //
 // Getting the binaries: build them yourself from an ANP checkout (Go toolchain as in its go.mod):
 //   git clone https://github.com/kubernetes-sigs/apiserver-network-proxy anp && cd anp
@@ -15,7 +16,7 @@
 //   - our agent in-process, connected to both (host=localhost&ipv4=127.0.0.1)
 //   - Node targets (TCP echo, HTTP), dialled by the Go test-client and by client/dial.ts
 // The Go servers run at -v=5; their logs are checked for protocol complaints about our agent.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -23,92 +24,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialError, dialThroughProxy, type DialOptions } from '../client/dial.js';
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
+import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
-const binDir = process.env.ANP_BIN_DIR;
+const binDir = anpBinDir();
 const haveBinaries = !!binDir && existsSync(join(binDir, 'proxy-server')) && existsSync(join(binDir, 'proxy-test-client'));
 const agentID = 'spoke-interop-agent';
 
-
-/** One Go proxy-server process; its combined output is kept in `log`. */
-class GoServer {
-  log = '';
-  private proc?: ChildProcess;
-  private constructor(
-    readonly mode: 'grpc' | 'http-connect',
-    readonly strategies: string,
-    readonly serverID: string,
-    readonly ports: { server: number; agent: number; health: number; admin: number },
-  ) {}
-
-  static async create(mode: 'grpc' | 'http-connect', strategies: string, serverID: string): Promise<GoServer> {
-    const ports = { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
-    return new GoServer(mode, strategies, serverID, ports);
-  }
-
-  async start(pki: TestPki): Promise<void> {
-    const { ports } = this;
-    const args = [
-      `--mode=${this.mode}`,
-      `--proxy-strategies=${this.strategies}`,
-      '--server-count=1',
-      `--server-id=${this.serverID}`,
-      '-v=5',
-      '--server-bind-address=127.0.0.1',
-      `--server-port=${ports.server}`,
-      `--server-cert=${pki.serverCert}`,
-      `--server-key=${pki.serverKey}`,
-      `--server-ca-cert=${pki.caCert}`,
-      '--agent-bind-address=127.0.0.1',
-      `--agent-port=${ports.agent}`,
-      `--cluster-cert=${pki.serverCert}`,
-      `--cluster-key=${pki.serverKey}`,
-      `--cluster-ca-cert=${pki.caCert}`,
-      '--health-bind-address=127.0.0.1',
-      `--health-port=${ports.health}`,
-      '--admin-bind-address=127.0.0.1',
-      `--admin-port=${ports.admin}`,
-    ];
-    const proc = spawn(join(binDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.proc = proc;
-    const collect = (b: Buffer) => (this.log += b.toString());
-    proc.stdout!.on('data', collect);
-    proc.stderr!.on('data', collect);
-    await waitUntilAsync(async () => (await httpText(`http://127.0.0.1:${ports.health}/healthz`).catch(() => '')) === 'ok', 10_000, `proxy-server ${this.serverID} health`);
-  }
-
-  async stop(): Promise<void> {
-    const proc = this.proc;
-    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-    proc.kill('SIGTERM');
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 3000);
-    await exited;
-    clearTimeout(timer);
-  }
-
-  metrics(): Promise<string> {
-    return httpText(`http://127.0.0.1:${this.ports.admin}/metrics`);
-  }
-
-  /** Lines of the log after `from` (an offset into `log`) matching `re`. */
-  lines(re: RegExp, from = 0): string[] {
-    return this.log.slice(from).split('\n').filter((l) => re.test(l));
-  }
-}
-
-async function httpText(url: string): Promise<string> {
-  const res = await fetch(url);
-  return (await res.text()).trim();
-}
-
-async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** A sample of a Prometheus text exposition, or undefined. */
 function metric(text: string, name: string): number | undefined {
@@ -187,8 +109,8 @@ describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client
   beforeAll(async () => {
     pki = makePki();
     [echo, web] = await Promise.all([startEchoServer(), startHttpServer()]);
-    grpcServer = await GoServer.create('grpc', 'destHost,default', 'go-grpc');
-    connectServer = await GoServer.create('http-connect', 'destHost', 'go-connect');
+    grpcServer = await GoServer.create(binDir!, 'grpc', 'destHost,default', 'go-grpc');
+    connectServer = await GoServer.create(binDir!, 'http-connect', 'destHost', 'go-connect');
     await Promise.all([grpcServer.start(pki), connectServer.start(pki)]);
   });
 

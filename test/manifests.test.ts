@@ -11,7 +11,9 @@ import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
-import { validateKubeOptions } from '../kube/options.js';
+import { defaultRulesConfigmap, validateKubeOptions } from '../kube/options.js';
+import { deriveIdentity } from '../rules/cluster-proxy.js';
+import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/options.js';
 import { repoRoot } from './support/processes.js';
 
@@ -163,44 +165,60 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
   });
 });
 
-describe('manifests/overlays/cluster-proxy (drop-in for the Go agent)', () => {
-  const overlay = join(manifests, 'overlays/cluster-proxy');
-  const objs = render(overlay);
-  const before = parseYaml(readFileSync(join(overlay, 'cluster-proxy-proxy-agent.yaml'), 'utf8')) as Obj;
-  const deploy = one(objs, 'Deployment', 'cluster-proxy-proxy-agent');
+describe('manifests/cluster-proxy (the image is the only change)', () => {
+  const dir = join(manifests, 'cluster-proxy');
+  const docs = (file: string) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((d) => d.toJS() as Obj);
+  const rendered = docs('rendered-proxy-agent.yaml');
+  const patch = docs('managedproxyconfiguration-patch.yaml')[0]!;
+  const deploy = one(rendered, 'Deployment', 'cluster-proxy-proxy-agent');
+  const ns = deploy.metadata.namespace as string;
   const pod = deploy.spec.template.spec as Obj;
-  const containers = pod.containers as Obj[];
-  const agent = containers.find((c) => c.name === 'proxy-agent')!;
-  const original = (before.spec.template.spec.containers as Obj[]).find((c) => c.name === 'proxy-agent')!;
-  const { values } = parseContainer(pod, agent, deploy.metadata.namespace);
+  // What the addon manager renders once spec.proxyAgent.image is ours: that one field changes.
+  const original = (pod.containers as Obj[]).find((c) => c.name === 'proxy-agent')!;
+  const agent: Obj = { ...original, image: patch.spec.proxyAgent.image };
+  const { values, given } = parseContainer(pod, agent, ns);
+  const identity = deriveIdentity({ identifiers: values.agentIdentifiers, clusterName: values.clusterName, agentNamespace: values.agentNamespace, serviceAccountNamespace: ns });
 
-  it('swaps the image and the command for spoke-agent\'s entrypoint', () => {
-    expect(agent.image).toBe(`spoke-agent:${version}`);
-    expect(agent.command).toEqual(entrypoint);
+  it('the hub patch sets the image of this version and nothing else', () => {
+    expect(patch).toEqual({ spec: { proxyAgent: { image: `spoke-agent:${version}` } } });
   });
 
-  it('keeps cluster-proxy\'s args and adds the DNS ones after them', () => {
-    expect(original.args.map((a: string) => a.split('=')[0])).toEqual(['--proxy-server-host', '--proxy-server-port', '--agent-identifiers', '--ca-cert', '--agent-cert', '--agent-key']);
-    expect(agent.args.slice(0, original.args.length)).toEqual(original.args);
-    expect(values).toMatchObject({ caCert: '/etc/ca/ca.crt', agentCert: '/etc/tls/tls.crt', agentKey: '/etc/tls/tls.key', proxyServerPort: 8091 });
-    expect(values.clusterName).not.toBe('');
-    expect(values.agentNamespace).toBe(deploy.metadata.namespace);
-    expect(values.allowedCidrs).toContain('127.0.0.1/32'); // the service-proxy sidecar's hostAliases address
+  it("cluster-proxy's command is /proxy-agent, which the image provides", () => {
+    expect(agent.command).toEqual(['/proxy-agent']);
+    expect(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).toMatch(/^COPY --chmod=0755 cmd\/proxy-agent \/proxy-agent$/m);
   });
 
-  it('serves health on the port addon-agent polls (8093), and keeps its liveness probe', () => {
+  it("cluster-proxy's args are the Go agent's flags, with no cluster name and no namespace (no POD_NAMESPACE)", () => {
+    expect(agent.args.map((a: string) => a.split('=')[0])).toEqual(['--proxy-server-host', '--proxy-server-port', '--agent-identifiers', '--ca-cert', '--agent-cert', '--agent-key']);
+    expect(values).toMatchObject({ caCert: '/etc/ca/ca.crt', agentCert: '/etc/tls/tls.crt', agentKey: '/etc/tls/tls.key', proxyServerPort: 8091, clusterName: '', agentNamespace: '' });
+    expect(given.has('cluster-name') || given.has('rules-configmap') || given.has('allowed-cidrs')).toBe(false);
+  });
+
+  it('derives the cluster from the identifiers, whose service-proxy host is the pod\'s hostAliases name', () => {
+    expect(identity).toMatchObject({ clusterName: 'cluster1', agentNamespace: ns });
+    expect(identity.problem).toBeUndefined();
+    const aliases = (pod.hostAliases as Obj[]).flatMap((a) => (a.ip === '127.0.0.1' ? a.hostnames : []));
+    expect(aliases).toEqual([serviceProxyHost(identity.clusterName)]);
+    expect(values.agentIdentifiers).toContain(`host=${aliases[0]}`);
+  });
+
+  it("watches spoke-agent-rules in the pod's namespace, which cluster-proxy's Role lets it list and watch", () => {
+    const configmap = defaultRulesConfigmap(identity, { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' });
+    const example = docs('spoke-agent-rules.yaml')[0]!;
+    expect(configmap).toBe(`${example.metadata.namespace}/${example.metadata.name}`);
+    const rules = rulesFromFlags({ ...values, ...identity, rulesFile: 'rules.yaml' }, undefined, () => example.data['rules.yaml']);
+    expect(rules.ok, JSON.stringify(rules)).toBe(true);
+    const role = one(rendered, 'Role');
+    expect(role.metadata.namespace).toBe(ns);
+    expect(role.rules).toContainEqual(expect.objectContaining({ apiGroups: [''], resources: ['configmaps'], verbs: expect.arrayContaining(['list', 'watch']) }));
+    expect(one(rendered, 'RoleBinding').subjects).toEqual([{ kind: 'ServiceAccount', name: pod.serviceAccount, namespace: ns }]);
+  });
+
+  it('serves health on 8093 (addon-agent polls /readyz there) and drains within the 40 s grace period', () => {
+    expect(given.has('health-server-port')).toBe(false);
     expect(values.healthServerPort).toBe(8093);
-    expect(values.healthServerPort).toBe(agentFlags.healthServerPort.default);
-    expectHttpProbe(agent.readinessProbe, '/readyz', values.healthServerPort);
-    expect(agent.livenessProbe).toEqual(original.livenessProbe);
-    expect(agent.securityContext).toEqual(original.securityContext);
-    expect(agent.volumeMounts).toEqual(original.volumeMounts);
-  });
-
-  it('leaves the other containers and the pod as they were', () => {
-    const others = (c: Obj[]) => c.filter((x) => x.name !== 'proxy-agent');
-    expect(others(containers)).toEqual(others(before.spec.template.spec.containers));
-    expect({ ...pod, containers: undefined }).toEqual({ ...before.spec.template.spec, containers: undefined });
+    expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(values.drainTimeout);
+    expect(agent.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true });
   });
 });
 

@@ -24,13 +24,15 @@ export interface TestUpstream {
   close(): Promise<void>;
 }
 
-export async function startTestUpstream(zone: Record<string, TestRecord[]>, attempts = 5): Promise<TestUpstream> {
+/** On 127.0.0.1 and a free port unless `at` says where (port 53 of a loopback address plays a pod's nameserver). */
+export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: { address?: string; port?: number } = {}, attempts = 5): Promise<TestUpstream> {
+  const address = at.address ?? '127.0.0.1';
   const udp = dgram.createSocket('udp4');
-  await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => udp.once('error', reject).bind(at.port ?? 0, address, resolve));
   const port = udp.address().port;
   const state: TestUpstream = {
     port,
-    address: '127.0.0.1',
+    address,
     queries: [],
     silent: false,
     close: async () => {
@@ -107,12 +109,12 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>, atte
     socket.on('error', () => undefined);
   });
   try {
-    await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(port, '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(port, address, resolve));
   } catch (err) {
     // UDP chose the port; something else may hold it for TCP. Try another.
     udp.close();
-    if (attempts <= 1) throw err;
-    return startTestUpstream(zone, attempts - 1);
+    if (attempts <= 1 || at.port !== undefined) throw err;
+    return startTestUpstream(zone, at, attempts - 1);
   }
   return state;
 }

@@ -1,0 +1,296 @@
+// cluster-proxy with nothing changed but the image: the agent runs with exactly the args cluster-proxy's
+// addon manager renders for the proxy-agent container (chart addon-agent) and no other flag, in an
+// emulated pod (test/support/pod.ts: the service account's token, CA and namespace where the kubelet
+// mounts them, /etc/hosts with the pod's hostAliases, /etc/resolv.conf naming the cluster DNS), with
+// the hub as cluster-proxy runs it (--proxy-strategies=destHost, mTLS): our hub always, the Go
+// proxy-server when its binary is there (test/support/go-proxy-server.ts).
+//
+// The "cluster" lives on one loopback /24 per run: the API server (test/support/fake-apiserver.ts, over
+// TLS on :443, what kubernetes.default.svc answers), a Service behind web.default.svc, one no rule
+// exposes (db.default.svc), and the cluster DNS on :53. A real kube-apiserver is not used here: the
+// agent's use of it (list and watch one ConfigMap with a service-account token) is what the fake serves.
+import dgram from 'node:dgram';
+import { Resolver } from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import type { Duplex } from 'node:stream';
+import tls from 'node:tls';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dialThroughProxy, type DialOptions } from '../client/dial.js';
+import { ProxyHub } from '../hub/proxy-server.js';
+import { parseFlags } from '../flags/flags.js';
+import { defaultRulesConfigmap, kubeFlags } from '../kube/options.js';
+import { startKubeSources } from '../kube/sources.js';
+import { RuleHolder } from '../rules/holder.js';
+import { serviceProxyHost } from '../rules/naming.js';
+import { rulesFromFlags } from '../rules/options.js';
+import { waitUntil } from './support/agent.js';
+import { makePki, type TestPki } from './support/certs.js';
+import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
+import { FakeApiServer } from './support/fake-apiserver.js';
+import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.js';
+import { emulatedPod, podProblem, type Pod } from './support/pod.js';
+import { repoRoot, run, type Child } from './support/processes.js';
+import { startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
+
+const cluster = 'cluster1';
+const namespace = 'open-cluster-management-cluster-proxy';
+const proxyHost = serviceProxyHost(cluster);
+const identifiers = `host=${proxyHost}&host=${cluster}&host=${cluster}.${namespace}`;
+const subnet = `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250)}`;
+const ip = { api: `${subnet}.1`, web: `${subnet}.2`, db: `${subnet}.3`, dns: `${subnet}.53` };
+
+const problem = podProblem();
+const anp = anpBinDir();
+if (problem) console.warn(`cluster-proxy.test.ts: the emulated-pod scenarios are skipped: ${problem}`);
+if (!anp) console.warn('cluster-proxy.test.ts: no Go proxy-server (ANP_BIN_DIR or /root/.cache/spoke-agent/anp): only our hub is used');
+
+/** What the hub side offers a test: where agents connect, and a client dial through it. */
+interface Hub {
+  agentPort: number;
+  dial(address: string): Promise<Duplex>;
+  close(): Promise<void>;
+}
+
+let pki: TestPki;
+let api: FakeApiServer;
+let upstream: TestUpstream;
+let web: Target;
+let db: Target;
+let serviceProxy: Target;
+let pod: Pod;
+
+beforeAll(async () => {
+  if (problem) return;
+  pki = makePki();
+  const [apiCert, apiKey] = pki.issue('kube-apiserver', { serverNames: [ip.api, 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'] });
+  api = await FakeApiServer.start({ host: ip.api, port: 443, tls: { cert: readFileSync(apiCert), key: readFileSync(apiKey) } });
+  upstream = await startTestUpstream(
+    {
+      'kubernetes.default.svc.cluster.local': [{ type: 1, address: ip.api }],
+      'web.default.svc.cluster.local': [{ type: 1, address: ip.web }],
+      'db.default.svc.cluster.local': [{ type: 1, address: ip.db }],
+    },
+    { address: ip.dns, port: 53 },
+  );
+  [web, db, serviceProxy] = await Promise.all([startHttpServer(ip.web), startEchoServer(ip.db), startHttpServer('127.0.0.1')]);
+  pod = emulatedPod({
+    hostAliases: { [proxyHost]: '127.0.0.1' },
+    nameserver: ip.dns,
+    namespace,
+    serviceAccount: { token: api.token, caCert: readFileSync(pki.caCert) },
+    // cluster-proxy's Secret volumes: the hub's CA and the agent's client certificate.
+    etcFiles: { '/etc/ca/ca.crt': readFileSync(pki.caCert), '/etc/tls/tls.crt': readFileSync(pki.clientCert), '/etc/tls/tls.key': readFileSync(pki.clientKey) },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  pod?.remove();
+  await Promise.all([api?.close(), upstream?.close(), web?.close(), db?.close(), serviceProxy?.close()]);
+});
+
+/** Whether 127.0.0.1:5353 (UDP and TCP) and :8093 are free for an agent on its default ports. */
+async function defaultPortsFree(): Promise<boolean> {
+  const tcp = (port: number, host?: string) =>
+    new Promise<boolean>((resolve) => {
+      const s = net.createServer().once('error', () => resolve(false));
+      s.listen(port, host, () => s.close(() => resolve(true)));
+    });
+  const udp = () =>
+    new Promise<boolean>((resolve) => {
+      const s = dgram.createSocket('udp4').once('error', () => resolve(false));
+      s.bind(5353, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+  return (await tcp(8093)) && (await tcp(5353, '127.0.0.1')) && (await udp());
+}
+
+/**
+ * The agent as cluster-proxy renders its container: command /proxy-agent (the image's; from source
+ * here), these args, env ROOT_CA_CERT only (no POD_NAMESPACE), KUBERNETES_SERVICE_* as the kubelet sets.
+ * When another process on this machine holds a default port, the two port flags are appended the way
+ * ManagedProxyConfiguration spec.proxyAgent.additionalArgs would append them, and the test says so.
+ */
+async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: number; dnsPort: number; elapsedStart: number }> {
+  const rendered = [`--proxy-server-host=127.0.0.1`, `--proxy-server-port=${hub.agentPort}`, `--agent-identifiers=${identifiers}`, '--ca-cert=/etc/ca/ca.crt', '--agent-cert=/etc/tls/tls.crt', '--agent-key=/etc/tls/tls.key'];
+  let additionalArgs: string[] = [];
+  let ports = { health: 8093, dns: 5353 };
+  if (!(await defaultPortsFree())) {
+    ports = { health: await unusedPort(), dns: await unusedPort() };
+    additionalArgs = [`--health-server-port=${ports.health}`, `--dns-port=${ports.dns}`];
+    console.warn(`cluster-proxy.test.ts: 8093 or 5353 is taken on this machine: adding ${additionalArgs.join(' ')} as additionalArgs`);
+  }
+  const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
+  const env = { PATH: process.env.PATH, ROOT_CA_CERT: '/etc/ca/ca.crt', KUBERNETES_SERVICE_HOST: ip.api, KUBERNETES_SERVICE_PORT: '443' };
+  const t0 = Date.now();
+  const agent = run(command, args, { cwd: repoRoot, env });
+  await agent.waitFor(/connected to proxy-server/, 30_000);
+  return { agent, healthPort: ports.health, dnsPort: ports.dns, elapsedStart: Date.now() - t0 };
+}
+
+/** An HTTP/1.1 GET over an open connection; resolves with the whole response once the server closes. */
+function httpGet(conn: Duplex, path: string, headers: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    conn.on('data', (c: Buffer) => (text += c.toString()));
+    conn.on('end', () => resolve(text));
+    conn.on('close', () => resolve(text));
+    conn.on('error', reject);
+    const lines = [`GET ${path} HTTP/1.1`, 'Host: x', 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+    conn.write(`${lines.join('\r\n')}\r\n\r\n`);
+  });
+}
+
+/** TLS to the API server over a tunnelled connection, verified against the cluster's CA as kubernetes.default.svc. */
+function tlsToApiServer(conn: Duplex): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ socket: conn, servername: 'kubernetes.default.svc', ca: readFileSync(pki.caCert) }, () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+async function dialFails(hub: Hub, address: string): Promise<string> {
+  try {
+    (await hub.dial(address)).destroy();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  throw new Error(`dial ${address} unexpectedly succeeded`);
+}
+
+function scenario(label: string, enabled: boolean, startHub: () => Promise<Hub>) {
+  describe.skipIf(!enabled)(label, () => {
+    let hub: Hub;
+    let agent: Child;
+    let healthPort = 0;
+    let dnsPort = 0;
+
+    beforeAll(async () => {
+      api.delete('configmaps', namespace, 'spoke-agent-rules'); // absent at start: added below
+      hub = await startHub();
+      ({ agent, healthPort, dnsPort } = await startPodAgent(hub));
+    }, 60_000);
+
+    afterAll(async () => {
+      agent?.kill('SIGKILL');
+      await hub?.close();
+    });
+
+    it('derives the cluster and its namespace from the identifiers, logs why, and is ready on 8093', async () => {
+      const logs = agent.stdout();
+      expect(logs).toMatch(new RegExp(`"flag":"--cluster-name","value":"${cluster}","from":"--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${proxyHost} is listed`));
+      expect(logs).toContain(`"flag":"--agent-namespace","value":"${namespace}","from":"--agent-identifiers: host=${cluster}.${namespace} is <cluster>.<namespace>"`);
+      expect(logs).toContain(`"configmap":"${namespace}/spoke-agent-rules"`);
+      expect((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status).toBe(200); // what addon-agent polls before renewing its lease
+    });
+
+    it('reaches the API server as cluster1:443 and cluster1.<namespace>:443 (no ExternalName Service), over TLS with a token', async () => {
+      for (const name of [cluster, `${cluster}.${namespace}`]) {
+        const conn = await tlsToApiServer(await hub.dial(`${name}:443`));
+        const response = await httpGet(conn, `/api/v1/namespaces/${namespace}/configmaps`, { Authorization: `Bearer ${api.token}` });
+        expect(response, name).toMatch(/^HTTP\/1.1 200 /);
+        expect(response, name).toContain('"kind":"ConfigMapList"');
+      }
+    });
+
+    it("reaches the service-proxy sidecar by its hostAliases name, through the pod's /etc/hosts", async () => {
+      expect(await httpGet(await hub.dial(`${proxyHost}:${serviceProxy.port}`), '/service-proxy')).toContain('hello from /service-proxy');
+    });
+
+    it('serves a Service once spoke-agent-rules exposes it: the tunnel, the identifiers, and the DNS server on its default port', async () => {
+      const address = `web.default.${cluster}:${web.port}`;
+      await dialFails(hub, address);
+      api.configMap(namespace, 'spoke-agent-rules', { 'rules.yaml': 'expose: [default/web]\n' });
+      let reply = '';
+      await waitUntilAsync(async () => {
+        reply = await hub.dial(address).then((c) => httpGet(c, '/exposed'), () => '');
+        return reply !== '';
+      }, 20_000, `${address} through the hub`);
+      expect(reply).toContain('hello from /exposed');
+      const resolver = new Resolver({ timeout: 2000, tries: 1 });
+      resolver.setServers([`127.0.0.1:${dnsPort}`]);
+      expect(await resolver.resolve4(`web.default.${cluster}`)).toEqual([ip.web]);
+      expect(await resolver.resolve4(cluster)).toEqual([ip.api]);
+    });
+
+    it('reaches nothing else: names no rule serves, other Services, addresses', async () => {
+      await dialFails(hub, `db.default.${cluster}:${db.port}`);
+      await dialFails(hub, `db.default.svc.cluster.local:${db.port}`);
+      await dialFails(hub, `${ip.db}:${db.port}`);
+      await dialFails(hub, `127.0.0.1:${healthPort}`);
+      expect(db.accepted()).toBe(0);
+    });
+
+    it('drains on SIGTERM: an open connection finishes, then the agent exits 0 well inside the 40 s grace period', async () => {
+      const conn = await hub.dial(`web.default.${cluster}:${web.port}`);
+      const t0 = Date.now();
+      agent.kill('SIGTERM');
+      await agent.waitFor(/draining/, 10_000);
+      expect(await httpGet(conn, '/during-drain')).toContain('hello from /during-drain');
+      const { code } = await agent.exited;
+      const ms = Date.now() - t0;
+      expect(code, agent.stdout() + agent.stderr()).toBe(0);
+      expect(ms).toBeLessThan(20_000);
+      console.info(`cluster-proxy.test.ts (${label}): SIGTERM to exit ${ms} ms`);
+    });
+  });
+}
+
+const serverTls = () => ({ cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) });
+const clientTls = (): Pick<DialOptions, 'ca' | 'cert' | 'key'> => ({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) });
+
+scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', !problem, async () => {
+  const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: serverTls(), frontendTls: serverTls() });
+  return {
+    agentPort: hub.ports.agent,
+    dial: (address) => dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address, timeoutMs: 5000, ...clientTls() }),
+    close: () => hub.close(),
+  };
+});
+
+scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', !problem && anp !== undefined, async () => {
+  const server = await GoServer.create(anp!, 'grpc', 'destHost', 'cluster-proxy-hub');
+  await server.start(pki);
+  return {
+    agentPort: server.ports.agent,
+    dial: (address) => dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: server.ports.server, address, timeoutMs: 5000, ...clientTls() }),
+    close: () => server.stop(),
+  };
+});
+
+describe('the rules ConfigMap with no flag', () => {
+  it("is spoke-agent-rules in the agent's namespace, in a pod with rules only", () => {
+    const pod = { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' };
+    expect(defaultRulesConfigmap({ clusterName: 'c1', agentNamespace: 'ns' }, pod)).toBe('ns/spoke-agent-rules');
+    expect(defaultRulesConfigmap({ clusterName: 'c1', agentNamespace: 'ns' }, {})).toBe('');
+    expect(defaultRulesConfigmap({ clusterName: '', agentNamespace: 'ns' }, pod)).toBe('');
+    expect(defaultRulesConfigmap({ clusterName: 'c1', agentNamespace: '' }, pod)).toBe('');
+  });
+
+  it('forbidden: one clear warning, the agent carries on, and picks the rules up once RBAC allows', async () => {
+    const fake = await FakeApiServer.start();
+    const lines: Array<{ level: number; msg: string }> = [];
+    const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const path = '/api/v1/namespaces/ns/configmaps';
+    fake.forbidden.add(path);
+    const rules = { clusterName: 'c1', agentNamespace: 'ns', clusterDomain: 'cluster.local', expose: [], rulesFile: '' };
+    const initial = rulesFromFlags(rules);
+    if (!initial.ok) throw new Error(initial.errors.join());
+    const holder = new RuleHolder(initial.value);
+    const { values } = parseFlags(kubeFlags, [`--kubeconfig=${fake.kubeconfigPath}`, '--rules-configmap=ns/spoke-agent-rules']);
+    const stop = startKubeSources({ kube: values, rules, holder, log, registry: new Registry(), backoff: { initialMs: 20, capMs: 50 } });
+    try {
+      await waitUntil(() => fake.requests.filter((r) => r.startsWith(`GET ${path}`)).length >= 5, 10_000, 'five refused lists');
+      const warnings = lines.filter((l) => l.level >= 40);
+      expect(warnings.map((w) => w.msg)).toEqual([expect.stringMatching(/^forbidden to list and watch \/api\/v1\/namespaces\/ns\/configmaps: carrying on without it/)]);
+      expect(holder.current.hosts()).toEqual(['c1', 'c1.ns']); // still serving
+      fake.forbidden.delete(path);
+      fake.configMap('ns', 'spoke-agent-rules', { 'rules.yaml': 'expose: [default/web]' });
+      await waitUntil(() => holder.current.match('web.default.c1') !== undefined, 10_000, 'the rules once allowed');
+    } finally {
+      stop();
+      await fake.close();
+    }
+  });
+});

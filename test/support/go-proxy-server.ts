@@ -1,0 +1,95 @@
+// The Go proxy-server of kubernetes-sigs/apiserver-network-proxy as a child process on 127.0.0.1, for
+// the tests that meet it (interop-go, cluster-proxy). The binaries are built outside the repository:
+// ANP_BIN_DIR, else anpBinDir() below.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TestPki } from './certs.js';
+import { unusedPort } from './targets.js';
+
+/** ANP_BIN_DIR, else the cache the refs helper fills (ready once READY is there); undefined without proxy-server. */
+export function anpBinDir(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const dir = env.ANP_BIN_DIR ?? (existsSync('/root/.cache/spoke-agent/anp/READY') ? '/root/.cache/spoke-agent/anp' : undefined);
+  return dir !== undefined && existsSync(join(dir, 'proxy-server')) ? dir : undefined;
+}
+
+/** One Go proxy-server process; its combined output is kept in `log`. */
+export class GoServer {
+  log = '';
+  private proc?: ChildProcess;
+  private constructor(
+    readonly binDir: string,
+    readonly mode: 'grpc' | 'http-connect',
+    readonly strategies: string,
+    readonly serverID: string,
+    readonly ports: { server: number; agent: number; health: number; admin: number },
+  ) {}
+
+  static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string): Promise<GoServer> {
+    const ports = { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+    return new GoServer(binDir, mode, strategies, serverID, ports);
+  }
+
+  async start(pki: TestPki): Promise<void> {
+    const { ports } = this;
+    const args = [
+      `--mode=${this.mode}`,
+      `--proxy-strategies=${this.strategies}`,
+      '--server-count=1',
+      `--server-id=${this.serverID}`,
+      '-v=5',
+      '--server-bind-address=127.0.0.1',
+      `--server-port=${ports.server}`,
+      `--server-cert=${pki.serverCert}`,
+      `--server-key=${pki.serverKey}`,
+      `--server-ca-cert=${pki.caCert}`,
+      '--agent-bind-address=127.0.0.1',
+      `--agent-port=${ports.agent}`,
+      `--cluster-cert=${pki.serverCert}`,
+      `--cluster-key=${pki.serverKey}`,
+      `--cluster-ca-cert=${pki.caCert}`,
+      '--health-bind-address=127.0.0.1',
+      `--health-port=${ports.health}`,
+      '--admin-bind-address=127.0.0.1',
+      `--admin-port=${ports.admin}`,
+    ];
+    const proc = spawn(join(this.binDir, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    const collect = (b: Buffer) => (this.log += b.toString());
+    proc.stdout!.on('data', collect);
+    proc.stderr!.on('data', collect);
+    await waitUntilAsync(async () => (await httpText(`http://127.0.0.1:${ports.health}/healthz`).catch(() => '')) === 'ok', 10_000, `proxy-server ${this.serverID} health`);
+  }
+
+  async stop(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+    proc.kill('SIGTERM');
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 3000);
+    await exited;
+    clearTimeout(timer);
+  }
+
+  metrics(): Promise<string> {
+    return httpText(`http://127.0.0.1:${this.ports.admin}/metrics`);
+  }
+
+  /** Lines of the log after `from` (an offset into `log`) matching `re`. */
+  lines(re: RegExp, from = 0): string[] {
+    return this.log.slice(from).split('\n').filter((l) => re.test(l));
+  }
+}
+
+export async function httpText(url: string): Promise<string> {
+  const res = await fetch(url);
+  return (await res.text()).trim();
+}
+
+export async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
