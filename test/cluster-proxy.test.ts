@@ -1,6 +1,6 @@
 // cluster-proxy with nothing changed but the image: the agent runs with exactly the args cluster-proxy's
-// addon manager renders for the proxy-agent container (chart addon-agent) and no other flag, in an
-// emulated pod (test/support/pod.ts: the service account's token, CA and namespace where the kubelet
+// addon manager renders for the proxy-agent container (chart addon-agent), plus only a health port
+// (startPodAgent says why), in an emulated pod (test/support/pod.ts: the service account's token, CA and namespace where the kubelet
 // mounts them, /etc/hosts with the pod's hostAliases, /etc/resolv.conf naming the cluster DNS), with
 // the hub as cluster-proxy runs it (--proxy-strategies=destHost, mTLS): our hub always, the Go
 // proxy-server when its binary is there (test/support/go-proxy-server.ts).
@@ -91,42 +91,42 @@ afterAll(async () => {
   await Promise.all([api?.close(), upstream?.close(), web?.close(), db?.close(), serviceProxy?.close()]);
 });
 
-/** Whether 127.0.0.1:5353 (UDP and TCP) and :8093 are free for an agent on its default ports. */
-async function defaultPortsFree(): Promise<boolean> {
-  const tcp = (port: number, host?: string) =>
-    new Promise<boolean>((resolve) => {
-      const s = net.createServer().once('error', () => resolve(false));
-      s.listen(port, host, () => s.close(() => resolve(true)));
-    });
-  const udp = () =>
-    new Promise<boolean>((resolve) => {
-      const s = dgram.createSocket('udp4').once('error', () => resolve(false));
-      s.bind(5353, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-  return (await tcp(8093)) && (await tcp(5353, '127.0.0.1')) && (await udp());
+/** Whether 127.0.0.1:5353, the DNS server's default port, is free over UDP and TCP. */
+async function dnsPortFree(): Promise<boolean> {
+  const tcp = new Promise<boolean>((resolve) => {
+    const s = net.createServer().once('error', () => resolve(false));
+    s.listen(5353, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+  const udp = new Promise<boolean>((resolve) => {
+    const s = dgram.createSocket('udp4').once('error', () => resolve(false));
+    s.bind(5353, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+  return (await tcp) && (await udp);
 }
 
 /**
  * The agent as cluster-proxy renders its container: command /proxy-agent (the image's; from source
  * here), these args, env ROOT_CA_CERT only (no POD_NAMESPACE), KUBERNETES_SERVICE_* as the kubelet sets.
- * When another process on this machine holds a default port, the two port flags are appended the way
- * ManagedProxyConfiguration spec.proxyAgent.additionalArgs would append them, and the test says so.
+ * One flag is appended, as ManagedProxyConfiguration spec.proxyAgent.additionalArgs would append it:
+ * --health-server-port, because the suite runs the README's `npm start` in parallel, which holds the
+ * default 8093 (test/manifests.test.ts checks cluster-proxy's rendering keeps 8093). The DNS server
+ * stays on its default port unless another process on this machine holds it, which the test says.
  */
-async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: number; dnsPort: number; elapsedStart: number }> {
+async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: number; dnsPort: number }> {
   const rendered = [`--proxy-server-host=127.0.0.1`, `--proxy-server-port=${hub.agentPort}`, `--agent-identifiers=${identifiers}`, '--ca-cert=/etc/ca/ca.crt', '--agent-cert=/etc/tls/tls.crt', '--agent-key=/etc/tls/tls.key'];
-  let additionalArgs: string[] = [];
-  let ports = { health: 8093, dns: 5353 };
-  if (!(await defaultPortsFree())) {
-    ports = { health: await unusedPort(), dns: await unusedPort() };
-    additionalArgs = [`--health-server-port=${ports.health}`, `--dns-port=${ports.dns}`];
-    console.warn(`cluster-proxy.test.ts: 8093 or 5353 is taken on this machine: adding ${additionalArgs.join(' ')} as additionalArgs`);
+  const healthPort = await unusedPort();
+  const additionalArgs = [`--health-server-port=${healthPort}`];
+  let dnsPort = 5353;
+  if (!(await dnsPortFree())) {
+    dnsPort = await unusedPort();
+    additionalArgs.push(`--dns-port=${dnsPort}`);
+    console.warn(`cluster-proxy.test.ts: 127.0.0.1:5353 is taken on this machine: adding --dns-port=${dnsPort} as an additionalArgs entry`);
   }
   const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
   const env = { PATH: process.env.PATH, ROOT_CA_CERT: '/etc/ca/ca.crt', KUBERNETES_SERVICE_HOST: ip.api, KUBERNETES_SERVICE_PORT: '443' };
-  const t0 = Date.now();
   const agent = run(command, args, { cwd: repoRoot, env });
   await agent.waitFor(/connected to proxy-server/, 30_000);
-  return { agent, healthPort: ports.health, dnsPort: ports.dns, elapsedStart: Date.now() - t0 };
+  return { agent, healthPort, dnsPort };
 }
 
 /** An HTTP/1.1 GET over an open connection; resolves with the whole response once the server closes. */
@@ -177,7 +177,7 @@ function scenario(label: string, enabled: boolean, startHub: () => Promise<Hub>)
       await hub?.close();
     });
 
-    it('derives the cluster and its namespace from the identifiers, logs why, and is ready on 8093', async () => {
+    it('derives the cluster and its namespace from the identifiers, logs why, and is ready', async () => {
       const logs = agent.stdout();
       expect(logs).toMatch(new RegExp(`"flag":"--cluster-name","value":"${cluster}","from":"--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${proxyHost} is listed`));
       expect(logs).toContain(`"flag":"--agent-namespace","value":"${namespace}","from":"--agent-identifiers: host=${cluster}.${namespace} is <cluster>.<namespace>"`);
