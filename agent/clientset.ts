@@ -2,6 +2,7 @@
 // configured proxy-server address, kept up by a sync loop with backoff, and replaced gracefully
 // when what a stream was opened with (identifiers, TLS material) changes.
 import type { Logger } from '../observability/log.js';
+import { splitHostPort } from './address.js';
 import { Backoff } from './backoff.js';
 import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
@@ -25,6 +26,12 @@ export interface ClientSetOptions {
   metrics: AgentMetrics;
   log: Logger;
   random?: () => number;
+}
+
+/** The host of a `host:port` target: the name the server's certificate must carry. */
+function hostOf(target: string): string {
+  const hp = splitHostPort(target);
+  return typeof hp === 'string' ? target : hp.host;
 }
 
 interface Stream {
@@ -144,7 +151,7 @@ export class ClientSet {
     try {
       conn = await ServerConnection.open({
         target,
-        credentials: loadCredentials(this.opts.credentials),
+        credentials: loadCredentials(this.opts.credentials, target, hostOf(target)),
         agentID: this.opts.agentID,
         agentIdentifiers: this.identifiers,
         keepaliveMs: this.opts.keepaliveMs,

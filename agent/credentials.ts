@@ -5,6 +5,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { ServerTlsCredentials } from './server-tls.js';
 
 export interface CredentialFiles {
   caCert: string;
@@ -50,25 +51,31 @@ function statSignature(path: string): string {
   return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}` : '-';
 }
 
-export function loadCredentials(files: CredentialFiles): grpc.ChannelCredentials {
+/** What one connection attempt authenticates with: the grpc-js credentials, and its TLS side for messages. */
+export interface ServerCredentials {
+  channel: grpc.ChannelCredentials;
+  tls: ServerTlsCredentials;
+}
+
+/** Reads the files for one attempt to `server` (host:port; `host` is the name its certificate must carry). */
+export function loadCredentials(files: CredentialFiles, server: string, host: string): ServerCredentials {
   const ca = read(files.caCert);
   const cert = read(files.agentCert);
   const key = read(files.agentKey);
-  let channel = grpc.credentials.createSsl(ca, key, cert);
-  if (files.serviceAccountTokenPath) {
-    const tokenPath = files.serviceAccountTokenPath;
-    const bearer = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
-      try {
-        const md = new grpc.Metadata();
-        md.set('authorization', `Bearer ${readBearerToken(tokenPath)}`);
-        callback(null, md);
-      } catch (err) {
-        callback(err as Error);
-      }
-    });
-    channel = grpc.credentials.combineChannelCredentials(channel, bearer);
-  }
-  return channel;
+  const secureContext = createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined });
+  const tls = new ServerTlsCredentials({ secureContext, server, host, caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
+  if (!files.serviceAccountTokenPath) return { channel: tls, tls };
+  const tokenPath = files.serviceAccountTokenPath;
+  const bearer = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
+    try {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${readBearerToken(tokenPath)}`);
+      callback(null, md);
+    } catch (err) {
+      callback(err as Error);
+    }
+  });
+  return { channel: grpc.credentials.combineChannelCredentials(tls, bearer), tls };
 }
 
 /** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,

@@ -6,6 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { encodeDataPacket } from '../proto/data-codec.js';
 import { AgentService, Header, PacketType, type OutPacket, type Packet } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
+import type { ServerCredentials } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
 import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
 
@@ -25,7 +26,7 @@ function decode(bytes: Buffer): Packet | MalformedPacket {
 export interface ServerConnectionOptions {
   /** host:port of the proxy-server's agent port. */
   target: string;
-  credentials: grpc.ChannelCredentials;
+  credentials: ServerCredentials;
   agentID: string;
   agentIdentifiers: string;
   keepaliveMs: number;
@@ -57,7 +58,7 @@ export class ServerConnection extends EventEmitter {
   private constructor(private readonly opts: ServerConnectionOptions) {
     super();
     this.log = opts.log;
-    this.client = new grpc.Client(opts.target, opts.credentials, {
+    this.client = new grpc.Client(opts.target, opts.credentials.channel, {
       // One TCP connection per stream: otherwise every attempt reuses the same subchannel and
       // lands on the same replica behind a load balancer.
       'grpc.use_local_subchannel_pool': 1,
@@ -96,7 +97,9 @@ export class ServerConnection extends EventEmitter {
       () => conn,
       (err: Error) => {
         conn.close(`handshake failed: ${err.message}`);
-        throw err;
+        // grpc-js words a TLS failure as "No connection established. Last error: ..." in Node's terms.
+        const tls = opts.credentials.tls.problem;
+        throw tls ? new HandshakeError(tls) : err;
       },
     );
   }

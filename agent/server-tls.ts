@@ -1,0 +1,121 @@
+// The TLS side of one connection attempt to a proxy-server, plugged into grpc-js as its
+// ChannelCredentials (grpc-js's SecureConnector extension point; @grpc/grpc-js is pinned exactly
+// and test/reconnect.test.ts counts the sockets). We do the handshake ourselves because grpc-js's:
+// - sends an IP --proxy-server-host as SNI, which Node answers with a DEP0123 warning (Go's
+//   crypto/tls sends no SNI for an IP and checks the IP against the certificate's IP names, as here);
+// - reports a failure in Node's words, which name neither the certificate nor the flag (tls-problem.ts);
+// - lets a subchannel that was released while backing off (its channel closed by us) connect again
+//   once its backoff ends: a second TLS connection to the server that nobody uses or closes
+//   (grpc-js 1.14 subchannel.ts: unref at refcount 0 leaves TRANSIENT_FAILURE alone). Once grpc-js
+//   destroys our connector, it refuses to connect.
+import { X509Certificate } from 'node:crypto';
+import { isIP, type Socket } from 'node:net';
+import { connect as tlsConnect, type PeerCertificate, type SecureContext } from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import { describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
+
+type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
+type SecureConnector = ReturnType<CreateConnector>;
+
+export interface ServerTlsOptions {
+  secureContext: SecureContext;
+  /** host:port of the proxy-server, and the host its certificate must name. */
+  server: string;
+  host: string;
+  /** For messages: the flags' paths and the PEM they hold. */
+  caCert: string;
+  caPem?: Buffer | null;
+  agentCert: string;
+  agentPem?: Buffer | null;
+}
+
+/** A TLS error code that says the server refused us (a TLS alert), not our check of the server. */
+const alertCode = /^ERR_SSL_(TLSV1|SSLV3|TLSV13)_ALERT_/;
+
+function summary(cert: PeerCertificate | X509Certificate): CertSummary {
+  if (cert instanceof X509Certificate) return { subject: distinguishedName(cert.subject), issuer: distinguishedName(cert.issuer), altNames: cert.subjectAltName, validFrom: cert.validFrom, validTo: cert.validTo };
+  return { subject: distinguishedName(cert.subject as never), issuer: distinguishedName(cert.issuer as never), altNames: cert.subjectaltname, validFrom: cert.valid_from, validTo: cert.valid_to };
+}
+
+function certificates(pem: Buffer | null | undefined): X509Certificate[] {
+  const blocks = pem?.toString().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  const out: X509Certificate[] = [];
+  for (const block of blocks) {
+    try {
+      out.push(new X509Certificate(block));
+    } catch {
+      // tlsFilesProblem reports unreadable files at start-up; a message does without them.
+    }
+  }
+  return out;
+}
+
+export class ServerTlsCredentials extends grpc.ChannelCredentials {
+  /** The last TLS failure in an operator's words, for the attempt's error message. */
+  problem?: string;
+
+  constructor(private readonly opts: ServerTlsOptions) {
+    super();
+  }
+
+  _isSecure(): boolean {
+    return true;
+  }
+
+  _equals(other: grpc.ChannelCredentials): boolean {
+    return other === this;
+  }
+
+  _createSecureConnector(...[, , callCredentials]: Parameters<CreateConnector>): SecureConnector {
+    let destroyed = false;
+    const released = () => new Error(`connection to ${this.opts.server} abandoned: its channel was closed`);
+    return {
+      connect: (socket) => (destroyed ? Promise.reject(released()) : this.handshake(socket)),
+      waitForReady: () => (destroyed ? Promise.reject(released()) : Promise.resolve()),
+      getCallCredentials: () => callCredentials ?? grpc.credentials.createEmpty(),
+      destroy: () => {
+        destroyed = true;
+      },
+    };
+  }
+
+  private handshake(socket: Socket): Promise<{ socket: Socket; secure: boolean }> {
+    const { host } = this.opts;
+    return new Promise((resolve, reject) => {
+      let connected = false;
+      // Verification is ours (below), so the failure can name the certificate Node saw.
+      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: isIP(host) ? undefined : host, ALPNProtocols: ['h2'], rejectUnauthorized: false }, () => {
+        connected = true;
+        if (!tls.authorized) {
+          reject(this.fail(String(tls.authorizationError), `certificate verification failed: ${String(tls.authorizationError)}`, tls.getPeerCertificate()));
+          tls.destroy();
+          return;
+        }
+        resolve({ socket: tls, secure: true });
+      });
+      // With TLS 1.3 the server checks our certificate after our side is done: its refusal then
+      // arrives as an alert on the open socket, which grpc-js reports in Node's words.
+      tls.on('error', (e: NodeJS.ErrnoException) => {
+        if (!connected) reject(this.fail(e.code, e.message));
+        else if (e.code && alertCode.test(e.code)) this.fail(e.code, e.message);
+      });
+    });
+  }
+
+  private fail(code: string | undefined, message: string, peer?: PeerCertificate): Error {
+    const { opts } = this;
+    const agent = certificates(opts.agentPem)[0];
+    this.problem = describeTlsFailure({
+      code,
+      message,
+      server: opts.server,
+      host: opts.host,
+      serverCert: peer && Object.keys(peer).length ? summary(peer) : undefined,
+      caCert: opts.caCert,
+      caSubjects: certificates(opts.caPem).map((c) => distinguishedName(c.subject)),
+      agentCert: opts.agentCert,
+      agentCertSummary: agent && summary(agent),
+    });
+    return new Error(this.problem);
+  }
+}
