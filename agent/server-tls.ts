@@ -12,7 +12,7 @@ import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
 import { connect as tlsConnect, type PeerCertificate, type SecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import { describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
+import { closedAfterHandshake, describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
 
 type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
 type SecureConnector = ReturnType<CreateConnector>;
@@ -91,6 +91,11 @@ export class ServerTlsCredentials extends grpc.ChannelCredentials {
           tls.destroy();
           return;
         }
+        // A server that closes before its first HTTP/2 byte (a Node server refusing our client
+        // certificate) leaves grpc-js with only "Failed to connect".
+        tls.once('close', () => {
+          if (tls.bytesRead === 0) this.fail(closedAfterHandshake, 'connection closed after the TLS handshake');
+        });
         resolve({ socket: tls, secure: true });
       });
       // With TLS 1.3 the server checks our certificate after our side is done: its refusal then

@@ -32,6 +32,9 @@ export interface TlsFailure {
   now?: Date;
 }
 
+/** Our code for a TLS connection the server closed before sending a byte. */
+export const closedAfterHandshake = 'CLOSED_AFTER_HANDSHAKE';
+
 const notSigned = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_SIGNATURE_FAILURE', 'CERT_UNTRUSTED']);
 
 function describeCert(c: CertSummary | undefined): string {
@@ -59,8 +62,12 @@ export function describeTlsFailure(f: TlsFailure): string {
   const cert = `${server} presented a certificate${describeCert(f.serverCert)}`;
   const agent = f.agentCert ? `our client certificate --agent-cert=${f.agentCert}${describeCert(f.agentCertSummary)}` : 'no client certificate (--agent-cert is not set)';
   const code = f.code ?? '';
-  if (notSigned.has(code)) return `${cert} that is not signed by a CA in ${trusted(f)}: give --ca-cert the CA that issued the proxy-server's certificate, or reissue the server's certificate from that CA`;
-  if (code === 'SELF_SIGNED_CERT_IN_CHAIN') return `${cert} whose chain ends at a root CA that is not in ${trusted(f)}: give --ca-cert that root CA`;
+  if (notSigned.has(code) || code === 'SELF_SIGNED_CERT_IN_CHAIN') {
+    // A restored or regenerated hub PKI often reuses the CA's name with a new key.
+    const issuer = f.serverCert?.issuer;
+    const where = f.caCert && issuer && f.caSubjects.includes(issuer) ? `--ca-cert=${f.caCert} (which holds a CA named ${issuer}, but not the one that signed this certificate: same name, different key)` : trusted(f);
+    return `${cert} that is not signed by a CA in ${where}: give --ca-cert the CA that issued the proxy-server's certificate`;
+  }
   if (code === 'DEPTH_ZERO_SELF_SIGNED_CERT') return `${cert} that is self-signed and not in ${trusted(f)}: give --ca-cert this certificate or the CA the server should use`;
   if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID') {
     const leaf = f.serverCert;
@@ -75,8 +82,10 @@ export function describeTlsFailure(f: TlsFailure): string {
   if (code === 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED') return `${server} rejected ${agent} as expired: renew --agent-cert/--agent-key`;
   if (code === 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED' || (code === 'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE' && !f.agentCert)) return `${server} requires a client certificate and we sent ${agent}: set --agent-cert and --agent-key`;
   if (code === 'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE' || code === 'ERR_SSL_TLSV1_ALERT_DECRYPT_ERROR' || code === 'ERR_SSL_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE') return `${server} rejected ${agent} (${code}): check that --agent-cert and --agent-key match, are meant for client authentication, and are issued by the CA the server trusts for agents`;
+  // A Node server (our hub) checks client certificates after the handshake and just closes.
+  if (code === closedAfterHandshake) return `${server} closed the connection right after the TLS handshake, before saying anything: it most likely refused ${agent}${f.agentCert ? ': issue --agent-cert/--agent-key from the CA the server trusts for agents (the Go server\'s --cluster-ca-cert)' : ': set --agent-cert and --agent-key'}`;
   if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG') return `${server} does not speak TLS on this port: check --proxy-server-host/--proxy-server-port (the agent port of the proxy-server, 8091 by default)`;
   // Anything else: Node's text without its hint about Node's own flags.
-  const text = f.message.replace(/\s*\.?\s*To debug,? try running Node\.js with [^.]*\.?/i, '').replace(/\s*\(?try running Node\.js with --use-system-ca\)?\.?/i, '');
+  const text = f.message.replace(/[;.]?\s*(if the root CA is installed locally, |To debug, )?try running Node\.js with\s+--[\w-]+\.?/i, '');
   return `TLS handshake with ${server} failed: ${text}${code && !text.includes(code) ? ` (${code})` : ''}`;
 }
