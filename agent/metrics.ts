@@ -18,6 +18,7 @@ export class AgentMetrics {
   readonly streamPackets: Counter<'segment' | 'packet_type'>;
   readonly streamErrors: Counter<'segment' | 'code' | 'packet_type'>;
   readonly rejectedPackets: Counter<'reason'>;
+  readonly latePackets: Counter<'type'>;
   readonly dialCancellations: Counter;
   readonly serverConnectAttempts: Counter<'result'>;
   readonly drains: Counter;
@@ -38,7 +39,8 @@ export class AgentMetrics {
     this.openEndpointConnections = new Gauge({ name: `${goPrefix}open_endpoint_connections`, help: 'Current number of open endpoint connections.', registers });
     this.streamPackets = new Counter({ name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers });
     this.streamErrors = new Counter({ name: `${goPrefix}stream_errors_total`, help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.', labelNames: ['segment', 'code', 'packet_type'], registers });
-    this.rejectedPackets = new Counter({ name: 'spoke_agent_rejected_packets_total', help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial).', labelNames: ['reason'], registers });
+    this.rejectedPackets = new Counter({ name: 'spoke_agent_rejected_packets_total', help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial): each is a server or protocol fault. A packet for a connection this agent closed moments ago is not one (see spoke_agent_late_packets_total).', labelNames: ['reason'], registers });
+    this.latePackets = new Counter({ name: 'spoke_agent_late_packets_total', help: 'Packets from the server for a connection or dial this agent had just closed (the ordinary race of both sides closing at once), by packet type (CLOSE_REQ, DATA, DIAL_CLS); answered as the Go agent does.', labelNames: ['type'], registers });
     this.dialCancellations = new Counter({ name: 'spoke_agent_dial_cancellations_total', help: 'Pending dials cancelled by DIAL_CLS before they completed.', registers });
     this.serverConnectAttempts = new Counter({ name: 'spoke_agent_server_connect_attempts_total', help: 'Attempts to open a stream to a proxy-server, by result (connected, duplicate, failed).', labelNames: ['result'], registers });
     this.drains = new Counter({ name: 'spoke_agent_drains_sent_total', help: 'DRAIN packets sent to proxy-servers.', registers });

@@ -40,6 +40,12 @@ function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writab
   return { tunnel, sent, targets, resumers, metrics, brakes };
 }
 
+/** Rejected packets by reason and late packets by type. */
+async function counts(metrics: AgentMetrics) {
+  const by = async (c: AgentMetrics['rejectedPackets'] | AgentMetrics['latePackets'], label: string) => Object.fromEntries((await c.get()).values.map((v) => [(v.labels as Record<string, string>)[label], v.value]));
+  return { rejected: await by(metrics.rejectedPackets, 'reason'), late: await by(metrics.latePackets, 'type') };
+}
+
 const dialReq = (random: string, address = '127.0.0.1:80', protocol = 'tcp'): Packet => ({ type: PacketType.DIAL_REQ, dialRequest: { random, address, protocol } });
 const data = (connectID: string, bytes: string): Packet => ({ type: PacketType.DATA, data: { connectID, data: Buffer.from(bytes), error: '' } });
 const closeReq = (connectID: string): Packet => ({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } });
@@ -76,7 +82,7 @@ describe('Tunnel', () => {
     expect(sent).toContainEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '6', connectID: '1' } });
   });
 
-  it('gives the Go agent replies for unknown connectIDs', () => {
+  it('gives the Go agent replies for unknown connectIDs', async () => {
     const { tunnel, sent, metrics } = setup();
     tunnel.handle(data('42', 'garbage'));
     tunnel.handle(closeReq('43'));
@@ -84,11 +90,11 @@ describe('Tunnel', () => {
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '42', error: 'unrecognized connectID' } },
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '43', error: 'Unknown connectID' } },
     ]);
-    expect(metrics.rejectedPackets.labels('unknown_connect_id')).toBeDefined();
+    expect(await counts(metrics)).toEqual({ rejected: { unknown_connect_id: 2 }, late: {} });
   });
 
-  it('answers CLOSE_REQ once, flushes to the target, and treats a duplicate as unknown', async () => {
-    const { tunnel, sent, targets } = setup();
+  it('answers CLOSE_REQ once, flushes to the target, and counts a duplicate as late, not rejected', async () => {
+    const { tunnel, sent, targets, metrics } = setup();
     tunnel.handle(dialReq('1'));
     await tick();
     const target = targets[0]!;
@@ -107,6 +113,35 @@ describe('Tunnel', () => {
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'Unknown connectID' } },
     ]);
     expect(tunnel.connectionCount).toBe(0);
+    expect(await counts(metrics)).toEqual({ rejected: {}, late: { CLOSE_REQ: 1 } });
+  });
+
+  it('the close race (target closes, then the hub\'s DATA and CLOSE_REQ arrive) is late, not rejected; an id never used still is', async () => {
+    const { tunnel, sent, targets, metrics } = setup();
+    tunnel.handle(dialReq('1'));
+    await tick();
+    targets[0]!.end();
+    await tick();
+    tunnel.handle(data('1', 'in flight'));
+    tunnel.handle(closeReq('1'));
+    // Answered as the Go agent answers an id it does not hold.
+    expect(sent.slice(-2)).toEqual([
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'unrecognized connectID' } },
+      { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'Unknown connectID' } },
+    ]);
+    expect(await counts(metrics)).toEqual({ rejected: {}, late: { DATA: 1, CLOSE_REQ: 1 } });
+    tunnel.handle(closeReq('2'));
+    expect(await counts(metrics)).toEqual({ rejected: { unknown_connect_id: 1 }, late: { DATA: 1, CLOSE_REQ: 1 } });
+  });
+
+  it('DIAL_CLS that crosses our DIAL_RSP is late; one for a dial never requested is rejected', async () => {
+    const { tunnel, metrics } = setup();
+    tunnel.handle(dialReq('77'));
+    await tick();
+    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
+    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '78' } });
+    expect(await counts(metrics)).toEqual({ rejected: { unknown_dial: 1 }, late: { DIAL_CLS: 1 } });
+    expect(tunnel.connectionCount).toBe(1);
   });
 
   it('sends CLOSE_RSP when the target closes (remote EOF)', async () => {

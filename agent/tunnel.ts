@@ -7,6 +7,7 @@ import type { Logger } from '../observability/log.js';
 import { DialError } from './dialer.js';
 import { EndpointConnection, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
+import { RecentlyClosed } from './recently-closed.js';
 
 export type Dial = (address: string, signal: AbortSignal) => Promise<Duplex>;
 
@@ -40,6 +41,9 @@ export class Tunnel {
   private readonly overBudget = new Set<EndpointConnection>();
   private stallTimer?: NodeJS.Timeout;
   private readonly rejections = new Map<string, number>();
+  /** Connections and dials that ended moments ago: packets for them are the close race, not errors. */
+  private readonly closedConnections = new RecentlyClosed();
+  private readonly finishedDials = new RecentlyClosed();
 
   private readonly stallMs: number;
 
@@ -66,7 +70,9 @@ export class Tunnel {
         if (!packet.data) return this.reject('malformed', { type: 'DATA' }, 'packet without its payload');
         const conn = this.connections.get(packet.data.connectID);
         if (conn) return conn.write(packet.data.data);
-        this.reject('unknown_connect_id', { connectID: packet.data.connectID, type: 'DATA' }, 'DATA for an unknown connectID');
+        if (this.closedConnections.has(packet.data.connectID)) this.late(PacketType.DATA, { connectID: packet.data.connectID });
+        else this.reject('unknown_connect_id', { connectID: packet.data.connectID, type: 'DATA' }, 'DATA for an unknown connectID');
+        // The Go agent's answer either way; the server ignores it for a connection it already closed.
         this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.data.connectID, error: 'unrecognized connectID' } });
         return;
       }
@@ -74,7 +80,8 @@ export class Tunnel {
         if (!packet.closeRequest) return this.reject('malformed', { type: 'CLOSE_REQ' }, 'packet without its payload');
         const conn = this.connections.get(packet.closeRequest.connectID);
         if (conn) return conn.closeFromHub();
-        this.reject('unknown_connect_id', { connectID: packet.closeRequest.connectID, type: 'CLOSE_REQ' }, 'CLOSE_REQ for an unknown connectID');
+        if (this.closedConnections.has(packet.closeRequest.connectID)) this.late(PacketType.CLOSE_REQ, { connectID: packet.closeRequest.connectID });
+        else this.reject('unknown_connect_id', { connectID: packet.closeRequest.connectID, type: 'CLOSE_REQ' }, 'CLOSE_REQ for an unknown connectID');
         this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.closeRequest.connectID, error: 'Unknown connectID' } });
         return;
       }
@@ -83,7 +90,11 @@ export class Tunnel {
         // completed, the server answers our DIAL_RSP with CLOSE_REQ, which closes it.
         const random = packet.closeDial?.random ?? '';
         const abort = this.pending.get(random);
-        if (!abort) return this.reject('unknown_dial', { random }, 'DIAL_CLS for a dial that is not pending');
+        if (!abort) {
+          // Our DIAL_RSP crossed the server's DIAL_CLS: if the dial connected, its CLOSE_REQ follows.
+          if (this.finishedDials.has(random)) return this.late(PacketType.DIAL_CLS, { random });
+          return this.reject('unknown_dial', { random }, 'DIAL_CLS for a dial that is not pending');
+        }
         this.pending.delete(random);
         abort.abort();
         this.opts.metrics.dialCancellations.inc();
@@ -114,6 +125,7 @@ export class Tunnel {
           return;
         }
         this.pending.delete(random);
+        this.finishedDials.add(random);
         this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, {
@@ -134,6 +146,7 @@ export class Tunnel {
       (err: unknown) => {
         if (this.pending.get(random) !== abort) return;
         this.pending.delete(random);
+        this.finishedDials.add(random);
         const reason = err instanceof DialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
@@ -180,12 +193,19 @@ export class Tunnel {
 
   private forget(conn: EndpointConnection): void {
     this.connections.delete(conn.connectID);
+    this.closedConnections.add(conn.connectID);
     this.notifyIfIdle();
   }
 
   private notifyIfIdle(): void {
     if (!this.isIdle()) return;
     for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  /** A packet for a connection or dial that just ended on our side: expected, so counted apart and logged at debug. */
+  private late(type: PacketType, details: Record<string, unknown>): void {
+    this.opts.metrics.latePackets.inc({ type: packetTypeName(type) });
+    this.opts.log.debug({ ...details, type: packetTypeName(type) }, 'packet for a connection that just closed');
   }
 
   /** Counts every rejected packet; logs the first few of each reason and then every 1000th, so a
