@@ -62,7 +62,10 @@ export class ClientSet {
 
   constructor(private readonly opts: ClientSetOptions) {
     this.random = opts.random ?? Math.random;
-    this.backoff = new Backoff({ initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs }, this.random);
+    // After a lost stream the first retries come at 1/8, 3/8 and 7/8 of --sync-interval: a
+    // restarted server is back sooner than the Go agent's next 1 s tick would find it, and past
+    // the first interval a server that stays down is retried as the Go agent would (x1.5 to the cap).
+    this.backoff = new Backoff({ initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, firstMs: opts.syncIntervalMs / 8 }, this.random);
     this.identifiers = opts.identifiers;
     this.tlsFingerprint = new TlsFingerprint(opts.credentials);
     this.generation = this.currentGeneration();
