@@ -147,6 +147,16 @@ export interface Hub {
    * client's TLS handshake and the frontend around it.
    */
   dialDurations?(): Promise<{ sum: number; count: number }>;
+  /** The Go proxy-server: agents it holds (`ready_backends`), and its ports, to start it again on them. */
+  readyBackends?(): Promise<number>;
+  goPorts?: GoHubPorts;
+}
+
+export interface GoHubPorts {
+  server: number;
+  agent: number;
+  health: number;
+  admin: number;
 }
 
 export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean } = {}): Promise<Hub> {
@@ -155,9 +165,9 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
   return { kind: 'ours', proc, agentPort: ports.agent, grpcPort: ports.server, httpConnectPort: ports.httpConnect, tls: !opts.plainFrontends };
 }
 
-/** The Go proxy-server (ANP_BIN_DIR), mTLS on both ports with our PKI, like the anchor. */
-export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): Promise<Hub> {
-  const [server, agent, health, admin] = [await unusedPort(), await unusedPort(), await unusedPort(), await unusedPort()];
+/** The Go proxy-server (ANP_BIN_DIR), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
+export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts): Promise<Hub> {
+  const { server, agent, health, admin } = ports ?? { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
   // prettier-ignore
   const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default',
     '--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`,
@@ -170,7 +180,8 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect'): P
     const read = (suffix: string) => metricValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
     return { sum: read('sum'), count: read('count') };
   };
-  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations };
+  const readyBackends = async () => metricValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
+  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations, readyBackends, goPorts: { server, agent, health, admin } };
 }
 
 export interface AgentProc {

@@ -5,13 +5,14 @@ import { fileURLToPath } from 'node:url';
 import { anpBinDir, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
 import { runLatency } from './latency.js';
+import { runReconnect } from './reconnect.js';
 import { Report } from './report.js';
 import { runScale } from './scale.js';
 import { runSlowConsumer } from './slow-consumer.js';
 import { Subjects } from './subjects.js';
 import { runThroughput } from './throughput.js';
 
-const sections = ['throughput', 'latency', 'scale', 'slow', 'dns'] as const;
+const sections = ['throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect'] as const;
 type Section = (typeof sections)[number];
 
 const args = process.argv.slice(2);
@@ -63,6 +64,7 @@ try {
   await run('latency', () => runLatency(report, subjects, targets, quick));
   await run('slow', () => runSlowConsumer(report, subjects, targets, quick));
   await run('scale', () => runScale(report, pki, quick));
+  await run('reconnect', () => runReconnect(report, pki, quick));
 } finally {
   await cleanup();
   clearTimeout(watchdog);
