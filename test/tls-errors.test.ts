@@ -22,7 +22,7 @@ async function hub(agentTls = tls()): Promise<ProxyHub> {
 }
 
 function agent(host: string, port: number, flags: string[]): Child {
-  const child = runCli([`--proxy-server-host=${host}`, `--proxy-server-port=${port}`, '--health-server-port=0', '--health-server-host=127.0.0.1', '--sync-interval=200ms', '--sync-interval-cap=1s', ...flags]);
+  const child = runCli([`--proxy-server-host=${host}`, `--proxy-server-port=${port}`, '--health-server-port=0', '--health-server-host=127.0.0.1', '--sync-interval=200ms', '--sync-interval-cap=1s', '--log-format=json', ...flags]);
   cleanups.push(async () => {
     child.kill('SIGKILL');
     await child.exited;
