@@ -33,7 +33,7 @@ export const kubeFlags = {
   autoExposeAnnotation: str('auto-expose-annotation', 'spoke-agent.io/expose', 'Service annotation: "true" exposes the Service, "false" keeps it unexposed even in a selected namespace.', {
     validate: (v) => (/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(v) ? undefined : `"${v}" is not an annotation key`),
   }),
-  allowedCidrs: list('allowed-cidrs', [], 'With rules (--cluster-name), the agent dials only addresses its rules resolve to; these CIDRs (comma-separated, IPv4 or IPv6) are reachable too. Without rules every address is reachable, as with the Go agent.', { validate: cidrsProblem }),
+  allowedCidrs: list('allowed-cidrs', [], 'With rules (--cluster-name, given or derived), the agent dials only addresses its rules resolve to and the host= names of --agent-identifiers; these CIDRs (comma-separated, IPv4 or IPv6) are reachable too. Without rules every address is reachable, as with the Go agent.', { validate: cidrsProblem }),
   debugAuth: str('debug-auth', 'auto', 'Require a bearer token for /debug/*: checked with a TokenReview, then a SubjectAccessReview for "get" on --debug-auth-path. auto: on when running in a cluster.', {
     validate: (v) => (['auto', 'true', 'false'].includes(v) ? undefined : `must be auto, true or false, got "${v}"`),
   }),
