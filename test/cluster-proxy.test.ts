@@ -44,8 +44,6 @@ const ip = { api: `${subnet}.1`, web: `${subnet}.2`, db: `${subnet}.3`, dns: `${
 
 const problem = podProblem();
 const anp = anpBinDir();
-if (problem) console.warn(`cluster-proxy.test.ts: the emulated-pod scenarios are skipped: ${problem}`);
-if (!anp) console.warn('cluster-proxy.test.ts: no Go proxy-server (ANP_BIN_DIR or /root/.cache/spoke-agent/anp): only our hub is used');
 
 /** What the hub side offers a test: where agents connect, and a client dial through it. */
 interface Hub {
@@ -159,8 +157,8 @@ async function dialFails(hub: Hub, address: string): Promise<string> {
   throw new Error(`dial ${address} unexpectedly succeeded`);
 }
 
-function scenario(label: string, enabled: boolean, startHub: () => Promise<Hub>) {
-  describe.skipIf(!enabled)(label, () => {
+function scenario(label: string, skipped: string | undefined, startHub: () => Promise<Hub>) {
+  describe.skipIf(skipped !== undefined)(skipped === undefined ? label : `${label} (skipped: ${skipped})`, () => {
     let hub: Hub;
     let agent: Child;
     let healthPort = 0;
@@ -240,7 +238,7 @@ function scenario(label: string, enabled: boolean, startHub: () => Promise<Hub>)
 const serverTls = () => ({ cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) });
 const clientTls = (): Pick<DialOptions, 'ca' | 'cert' | 'key'> => ({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) });
 
-scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', !problem, async () => {
+scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', problem, async () => {
   const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: serverTls(), frontendTls: serverTls() });
   return {
     agentPort: hub.ports.agent,
@@ -249,7 +247,7 @@ scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', !problem
   };
 });
 
-scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', !problem && anp !== undefined, async () => {
+scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', problem ?? (anp === undefined ? 'no Go proxy-server in ANP_BIN_DIR or /root/.cache/spoke-agent/anp' : undefined), async () => {
   const server = await GoServer.create(anp!, 'grpc', 'destHost', 'cluster-proxy-hub');
   await server.start(pki);
   return {
