@@ -9,10 +9,8 @@
 // TLS on :443, what kubernetes.default.svc answers), a Service behind web.default.svc, one no rule
 // exposes (db.default.svc), and the cluster DNS on :53. A real kube-apiserver is not used here: the
 // agent's use of it (list and watch one ConfigMap with a service-account token) is what the fake serves.
-import dgram from 'node:dgram';
 import { Resolver } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { pino } from 'pino';
@@ -89,42 +87,28 @@ afterAll(async () => {
   await Promise.all([api?.close(), upstream?.close(), web?.close(), db?.close(), serviceProxy?.close()]);
 });
 
-/** Whether 127.0.0.1:5353, the DNS server's default port, is free over UDP and TCP. */
-async function dnsPortFree(): Promise<boolean> {
-  const tcp = new Promise<boolean>((resolve) => {
-    const s = net.createServer().once('error', () => resolve(false));
-    s.listen(5353, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
-  const udp = new Promise<boolean>((resolve) => {
-    const s = dgram.createSocket('udp4').once('error', () => resolve(false));
-    s.bind(5353, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
-  return (await tcp) && (await udp);
-}
-
 /**
  * The agent as cluster-proxy renders its container: command /proxy-agent (the image's; from source
  * here), these args, env ROOT_CA_CERT only (no POD_NAMESPACE), KUBERNETES_SERVICE_* as the kubelet sets.
  * One flag is appended, as ManagedProxyConfiguration spec.proxyAgent.additionalArgs would append it:
  * --health-server-port, because the suite runs the README's `npm start` in parallel, which holds the
  * default 8093 (test/manifests.test.ts checks cluster-proxy's rendering keeps 8093). The DNS server
- * stays on its default port unless another process on this machine holds it, which the test says.
+ * takes its default port; when another process holds 5353 (that same `npm start`'s demo), the agent
+ * refuses to start, and the test says so and starts it again with --dns-port.
  */
 async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: number; dnsPort: number }> {
   const rendered = [`--proxy-server-host=127.0.0.1`, `--proxy-server-port=${hub.agentPort}`, `--agent-identifiers=${identifiers}`, '--ca-cert=/etc/ca/ca.crt', '--agent-cert=/etc/tls/tls.crt', '--agent-key=/etc/tls/tls.key'];
-  const healthPort = await unusedPort();
-  const additionalArgs = [`--health-server-port=${healthPort}`];
-  let dnsPort = 5353;
-  if (!(await dnsPortFree())) {
-    dnsPort = await unusedPort();
-    additionalArgs.push(`--dns-port=${dnsPort}`);
-    console.warn(`cluster-proxy.test.ts: 127.0.0.1:5353 is taken on this machine: adding --dns-port=${dnsPort} as an additionalArgs entry`);
-  }
-  const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
   const env = { PATH: process.env.PATH, ROOT_CA_CERT: '/etc/ca/ca.crt', KUBERNETES_SERVICE_HOST: ip.api, KUBERNETES_SERVICE_PORT: '443' };
-  const agent = run(command, args, { cwd: repoRoot, env });
-  await agent.waitFor(/connected to proxy-server/, 30_000);
-  return { agent, healthPort, dnsPort };
+  const healthPort = await unusedPort();
+  for (let dnsPort = 5353; ; dnsPort = await unusedPort()) {
+    const additionalArgs = [`--health-server-port=${healthPort}`, ...(dnsPort === 5353 ? [] : [`--dns-port=${dnsPort}`])];
+    const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
+    const agent = run(command, args, { cwd: repoRoot, env });
+    const started = await Promise.race([agent.waitFor(/connected to proxy-server/, 60_000).then(() => true), agent.exited.then(() => false)]);
+    if (started) return { agent, healthPort, dnsPort };
+    if (dnsPort !== 5353 || !/DNS server: .*Address already in use/.test(agent.stderr())) throw new Error(`the agent exited:\n${agent.stdout()}\n${agent.stderr()}`);
+    console.warn('cluster-proxy.test.ts: 127.0.0.1:5353 is taken on this machine: starting the agent again with --dns-port as an additionalArgs entry');
+  }
 }
 
 /** An HTTP/1.1 GET over an open connection; resolves with the whole response once the server closes. */
