@@ -1,5 +1,5 @@
 // What every bench section runs against: the PKI, processes (our hub, our agent, and the Go
-// proxy-server and agent when ANP_BIN_DIR is set), the ways to reach a target ("routes"), and the
+// proxy-server and agent when their binaries are found: ANP_BIN_DIR, else ~/.cache/spoke-agent/anp), the ways to reach a target ("routes"), and the
 // targets. Everything listens on 127.0.0.1; every process is stopped by its PID.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, readFileSync } from 'node:fs';
@@ -10,12 +10,16 @@ import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { waitUntil } from '../test/support/agent.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
+import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 
 export const repoRoot = new URL('..', import.meta.url).pathname;
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
 const profileDir = process.env.BENCH_CPU_PROF;
-export const anpBinDir = process.env.ANP_BIN_DIR;
+const goBinaries = ['proxy-server', 'proxy-agent'];
+/** The Go reference binaries' folder, or undefined to bench without them (`goReferenceNote` says why). */
+export const anpBinDir = referenceBinDir('ANP_BIN_DIR', 'anp', goBinaries);
+export const goReferenceNote = anpBinDir ?? `none (${missingBinariesNote('ANP_BIN_DIR', 'anp', goBinaries)})`;
 
 
 const clockTicks = 100; // USER_HZ on Linux
@@ -165,7 +169,7 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
   return { kind: 'ours', proc, agentPort: ports.agent, grpcPort: ports.server, httpConnectPort: ports.httpConnect, tls: !opts.plainFrontends };
 }
 
-/** The Go proxy-server (ANP_BIN_DIR), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
+/** The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
 export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts): Promise<Hub> {
   const { server, agent, health, admin } = ports ?? { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
   // prettier-ignore

@@ -2,7 +2,7 @@
 // next to its same-run baseline, and writes bench/results/latest.{json,md}. Loopback only; every
 // process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
 import { fileURLToPath } from 'node:url';
-import { anpBinDir, makePki, startTargets } from './env.js';
+import { goReferenceNote, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
 import { runLatency } from './latency.js';
 import { runReconnect } from './reconnect.js';
@@ -42,7 +42,7 @@ const cleanup = async () => {
 };
 process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
 
-console.log(`bench: ${quick ? 'quick, ' : ''}sections ${sections.filter(wanted).join(', ')}; Go reference: ${anpBinDir ?? 'none (set ANP_BIN_DIR to compare)'}`);
+console.log(`bench: ${quick ? 'quick, ' : ''}sections ${sections.filter(wanted).join(', ')}; Go reference: ${goReferenceNote}`);
 let failed = false;
 const run = async (name: Section, fn: () => Promise<void>) => {
   if (!wanted(name)) return;

@@ -1,14 +1,15 @@
-// Opt-in interoperability test against the real Go proxy-server and test-client of
-// kubernetes-sigs/apiserver-network-proxy (ANP). Skipped unless ANP_BIN_DIR (else a ready
-// /root/.cache/spoke-agent/anp) holds the binaries `proxy-server` and `proxy-test-client` (nothing in
-// this repo builds or ships them).
+// Interoperability test against the real Go proxy-server and test-client of
+// kubernetes-sigs/apiserver-network-proxy (ANP). It looks for the binaries `proxy-server` and
+// `proxy-test-client` in $ANP_BIN_DIR, else in ~/.cache/spoke-agent/anp once that holds READY, and is
+// skipped with a note saying where it looked when they are not there. Nothing in this repo builds or
+// ships them.
 //
-// Getting the binaries: build them yourself from an ANP checkout (Go toolchain as in its go.mod):
-//   git clone https://github.com/kubernetes-sigs/apiserver-network-proxy anp && cd anp
-//   CGO_ENABLED=0 go build -o "$ANP_BIN_DIR/proxy-server" ./cmd/server
-//   CGO_ENABLED=0 go build -o "$ANP_BIN_DIR/proxy-test-client" ./cmd/test-client
-// Run:
-//   ANP_BIN_DIR=/path/to/bin node_modules/.bin/vitest run test/interop-go.test.ts
+// Getting the binaries: build ./cmd/server and ./cmd/test-client of an ANP checkout with the Go
+// toolchain its go.mod names (ANP keeps a vendor/ folder, so no module downloads are needed):
+// `CGO_ENABLED=0 GOFLAGS=-mod=vendor go build -o ~/.cache/spoke-agent/anp/proxy-server ./cmd/server`,
+// and the same for `proxy-test-client` (and `proxy-agent` from ./cmd/agent for the bench); then
+// `touch ~/.cache/spoke-agent/anp/READY`.
+// Run: `npx vitest run test/interop-go.test.ts` (ANP_BIN_DIR=DIR to use another build).
 //
 // What runs, all on 127.0.0.1 with ephemeral ports and certificates from test/support/certs.ts:
 //   - Go proxy-server A: --mode=grpc, --proxy-strategies=destHost,default, mTLS on both ports
@@ -17,7 +18,7 @@
 //   - Node targets (TCP echo, HTTP), dialled by the Go test-client and by client/dial.ts
 // The Go servers run at -v=5; their logs are checked for protocol complaints about our agent.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,10 +26,12 @@ import { DialError, dialThroughProxy, type DialOptions } from '../client/dial.js
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
+import { missingBinariesNote } from './support/reference-bins.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
-const binDir = anpBinDir();
-const haveBinaries = !!binDir && existsSync(join(binDir, 'proxy-server')) && existsSync(join(binDir, 'proxy-test-client'));
+const goBinaries = ['proxy-server', 'proxy-test-client'];
+const binDir = anpBinDir(goBinaries);
+if (!binDir) console.warn(`interop-go: ${missingBinariesNote('ANP_BIN_DIR', 'anp', goBinaries)}`);
 const agentID = 'spoke-interop-agent';
 
 
@@ -105,7 +108,7 @@ async function dialError(server: GoServer, address: string): Promise<DialError> 
 
 const closed = (conn: Duplex) => new Promise<void>((resolve) => (conn.destroyed ? resolve() : conn.once('close', () => resolve())));
 
-describe.skipIf(!haveBinaries)('interop with the Go proxy-server and test-client (ANP_BIN_DIR)', () => {
+describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${binDir ?? 'skipped: binaries not found'})`, () => {
   beforeAll(async () => {
     pki = makePki();
     [echo, web] = await Promise.all([startEchoServer(), startHttpServer()]);

@@ -1,17 +1,14 @@
 // The Go proxy-server of kubernetes-sigs/apiserver-network-proxy as a child process on 127.0.0.1, for
 // the tests that meet it (interop-go, cluster-proxy). The binaries are built outside the repository:
-// ANP_BIN_DIR, else anpBinDir() below.
+// ANP_BIN_DIR, else ~/.cache/spoke-agent/anp (see anpBinDir).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestPki } from './certs.js';
+import { referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
 
-/** ANP_BIN_DIR, else the cache the refs helper fills (ready once READY is there); undefined without proxy-server. */
-export function anpBinDir(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const dir = env.ANP_BIN_DIR ?? (existsSync('/root/.cache/spoke-agent/anp/READY') ? '/root/.cache/spoke-agent/anp' : undefined);
-  return dir !== undefined && existsSync(join(dir, 'proxy-server')) ? dir : undefined;
-}
+/** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
+export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined => referenceBinDir('ANP_BIN_DIR', 'anp', names);
 
 /** One Go proxy-server process; its combined output is kept in `log`. */
 export class GoServer {
