@@ -28,9 +28,9 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
   const wake = () => waiters.forEach((w) => w());
   child.stdout!.on('data', (c: Buffer) => ((out += c.toString()), wake()));
   child.stderr!.on('data', (c: Buffer) => ((err += c.toString()), wake()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => (resolve({ code, signal }), wake())));
   let done = false;
-  void exited.then(() => (done = true));
+  // `done` before the waiters wake, so a waitFor learns of the exit now rather than at its timeout.
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => ((done = true), resolve({ code, signal }), wake())));
   return {
     pid: child.pid!,
     stdout: () => out,
