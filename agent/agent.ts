@@ -4,9 +4,11 @@ import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
 import type { Logger } from '../observability/log.js';
 import type { ReadinessCheck } from '../observability/health-server.js';
+import { BufferBudget, defaultBufferBudget } from './buffer-budget.js';
 import { ClientSet } from './clientset.js';
 import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
+import { defaultStallMs } from './tunnel.js';
 import type { AgentOptions } from './options.js';
 
 export interface AgentDeps {
@@ -18,6 +20,8 @@ export interface AgentDeps {
   authorize?: DialAuthorizer;
   /** Identifiers to register on top of --agent-identifiers (e.g. derived from the DNS rules). */
   identifiers?: string;
+  /** The container's memory limit in bytes, when there is one: the default --max-total-buffer derives from it. */
+  memoryLimit?: number;
 }
 
 export class Agent {
@@ -25,11 +29,13 @@ export class Agent {
   readonly registry: Registry;
   readonly metrics: AgentMetrics;
   readonly clients: ClientSet;
+  readonly budget: BufferBudget;
 
   constructor(readonly options: AgentOptions, targets: string[], deps: AgentDeps) {
     this.agentID = options.agentID || randomUUID();
     this.registry = deps.registry ?? new Registry();
     this.metrics = new AgentMetrics(this.registry);
+    this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), { stallMs: defaultStallMs, metrics: this.metrics, log: deps.log });
     this.clients = new ClientSet({
       targets,
       credentials: options,
@@ -42,6 +48,7 @@ export class Agent {
       keepaliveMs: options.keepaliveTime,
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
+      budget: this.budget,
       dial: (address, signal) => dialTcp(address, { timeoutMs: options.dialTimeout, signal, resolve: deps.resolve, authorize: deps.authorize, sharedReads: true }),
       metrics: this.metrics,
       log: deps.log,
@@ -67,5 +74,6 @@ export class Agent {
 
   stop(): void {
     this.clients.stop();
+    this.budget.close();
   }
 }

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/log.js';
 import { splitHostPort } from './address.js';
 import { Backoff } from './backoff.js';
 import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
+import type { BufferBudget } from './buffer-budget.js';
 import type { AgentMetrics } from './metrics.js';
 import { ServerConnection } from './server-connection.js';
 import type { Dial } from './tunnel.js';
@@ -23,6 +24,7 @@ export interface ClientSetOptions {
   drainTimeoutMs: number;
   dial: Dial;
   maxBuffer: number;
+  budget: BufferBudget;
   metrics: AgentMetrics;
   log: Logger;
   random?: () => number;
@@ -161,6 +163,7 @@ export class ClientSet {
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
         maxBuffer: this.opts.maxBuffer,
+        budget: this.opts.budget,
         connectIDs: () => String(this.nextConnectID++),
         metrics: this.opts.metrics,
         log: this.opts.log.child({ target }),

@@ -6,9 +6,14 @@
 //   anyone. Past it, a target that is still reading (it accepted bytes within `stallMs`) gets the
 //   stream paused until it is back under half the budget, as the Go agent would (fair for slow
 //   but steady uploads); a target that has stopped reading is closed with an error instead, so it
-//   cannot stall its neighbours (ANP #180). Memory per connection stays near `maxBuffer`.
+//   cannot stall its neighbours (ANP #180). Memory per connection stays near `maxBuffer`, and the
+//   sum over all connections within the agent's BufferBudget.
+// - closing: once the tunnel connection is closed, the socket gets its final bytes flushed and is
+//   released (destroyed) as soon as they are, or after `lingerMs` at most, whether or not the
+//   target closes its side; until then it is counted as closing.
 import type { Duplex } from 'node:stream';
 import { PacketType, type OutPacket } from '../proto/packets.js';
+import type { BufferBudget, BufferHolder } from './buffer-budget.js';
 import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
@@ -26,8 +31,10 @@ export interface EndpointOptions {
   maxBuffer: number;
   /** A target over budget that accepted no bytes for this long is considered stopped. */
   stallMs: number;
-  /** How long a closed connection may keep flushing to its target before it is destroyed. */
+  /** How long a closed connection may keep flushing its final bytes to its target before it is destroyed. */
   lingerMs: number;
+  /** The agent-wide total of bytes waiting for targets. */
+  budget: BufferBudget;
   metrics: AgentMetrics;
   log: Logger;
   onClosed: (conn: EndpointConnection) => void;
@@ -36,15 +43,22 @@ export interface EndpointOptions {
   onUnderBudget: (conn: EndpointConnection) => void;
 }
 
-export class EndpointConnection {
+export class EndpointConnection implements BufferHolder {
   private closed = false;
+  /** The socket is closed (its fd released). */
+  private released = false;
+  /** Closed but not yet released: counted in the closing gauge. */
+  private closing = false;
   private highWater = 0;
   private overBudget = false;
   private readonly wireID: bigint;
-  /** When the target last accepted bytes (or the connection opened). */
-  private lastProgress = performance.now();
+  /** Bytes waiting in the socket's write buffer, as last told to the budget. */
+  buffered = 0;
+  /** When the target last accepted bytes (or bytes started waiting). */
+  lastProgress = performance.now();
   private readonly flushed = () => {
     this.lastProgress = performance.now();
+    this.account();
     if (this.overBudget && this.socket.writableLength <= this.opts.maxBuffer / 2) {
       this.overBudget = false;
       this.opts.onUnderBudget(this);
@@ -54,6 +68,35 @@ export class EndpointConnection {
   constructor(readonly connectID: string, private readonly socket: Duplex, private readonly sink: PacketSink, private readonly opts: EndpointOptions) {
     opts.metrics.openEndpointConnections.inc();
     this.wireID = BigInt(connectID);
+    opts.budget.register(this);
+    socket.once('close', () => this.release());
+  }
+
+  /** Tells the budget what the socket's write buffer holds now. */
+  private account(): void {
+    if (this.released) return;
+    const now = this.socket.writableLength;
+    if (now === this.buffered) return;
+    this.opts.budget.add(now - this.buffered);
+    this.buffered = now;
+  }
+
+  /** The socket is gone: its bytes and its fd are free. */
+  private release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.opts.budget.add(-this.buffered);
+    this.buffered = 0;
+    this.opts.budget.unregister(this);
+    if (this.closing) {
+      this.closing = false;
+      this.opts.metrics.closingEndpointConnections.dec();
+    }
+  }
+
+  private destroy(): void {
+    this.socket.destroy();
+    this.release();
   }
 
   /** Starts relaying target bytes; call after DIAL_RSP is sent so DATA never precedes it. */
@@ -86,7 +129,10 @@ export class EndpointConnection {
   write(data: Buffer): void {
     if (this.closed) return;
     this.opts.metrics.bytesToTarget.inc(data.length);
+    // A target's stall clock starts when bytes start waiting for it, not at its last write.
+    if (this.buffered === 0) this.lastProgress = performance.now();
     this.socket.write(data, this.flushed);
+    this.account();
     const buffered = this.socket.writableLength;
     if (buffered > this.highWater) this.highWater = buffered;
     if (buffered > this.opts.maxBuffer && !this.overBudget) {
@@ -107,6 +153,12 @@ export class EndpointConnection {
     this.finish(`target stopped reading: more than ${this.opts.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`, 'target stalled', true);
   }
 
+  /** The agent's buffer budget is exhausted and this target stopped reading: close it now. */
+  shed(reason: string): void {
+    if (this.closed) return this.destroy();
+    this.finish(reason, 'buffer budget', true);
+  }
+
   /** CLOSE_REQ from the hub: answer, then let what is buffered reach the target. */
   closeFromHub(): void {
     this.finish(undefined, 'CLOSE_REQ');
@@ -116,23 +168,30 @@ export class EndpointConnection {
   abort(): void {
     if (this.closed) return;
     this.markClosed('server stream lost');
-    this.socket.destroy();
+    this.destroy();
   }
 
   private finish(error: string | undefined, why: string, destroyNow = false): void {
     if (this.closed) return;
     this.markClosed(why);
     this.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: this.connectID, ...(error ? { error } : {}) } });
-    if (destroyNow) {
-      this.socket.destroy();
-      return;
-    }
+    if (destroyNow || this.socket.destroyed || this.socket.writableFinished) return this.destroy();
+    // The final bytes get flushed, then the socket is released without waiting for the target to
+    // close its side (the protocol has no half-close), and after `lingerMs` at most.
+    const timer = setTimeout(() => this.destroy(), this.opts.lingerMs).unref();
+    this.socket.once('finish', () => {
+      clearTimeout(timer);
+      this.destroy();
+    });
     this.socket.end();
-    setTimeout(() => this.socket.destroy(), this.opts.lingerMs).unref();
   }
 
   private markClosed(why: string): void {
     this.closed = true;
+    if (!this.released) {
+      this.closing = true;
+      this.opts.metrics.closingEndpointConnections.inc();
+    }
     if (this.overBudget) {
       this.overBudget = false;
       this.opts.onUnderBudget(this);

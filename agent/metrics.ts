@@ -24,6 +24,13 @@ export class AgentMetrics {
   readonly drains: Counter;
   readonly bufferHighWater: Histogram;
   readonly bufferOverflows: Counter;
+  readonly closingEndpointConnections: Gauge;
+  readonly bufferedBytes: Gauge;
+  readonly bufferBudgetBytes: Gauge;
+  readonly bufferShed: Counter;
+  readonly bufferShedBytes: Counter;
+  readonly bufferBrakes: Counter;
+  private budget?: { total: number; limit: number };
   readonly bytes: Counter<'direction'>;
   readonly bytesToTarget: Counter.Internal;
   readonly bytesFromTarget: Counter.Internal;
@@ -46,11 +53,23 @@ export class AgentMetrics {
     this.drains = new Counter({ name: 'spoke_agent_drains_sent_total', help: 'DRAIN packets sent to proxy-servers.', registers });
     this.bufferHighWater = new Histogram({ name: 'spoke_agent_connection_buffer_high_water_bytes', help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.', buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20], registers });
     this.bufferOverflows = new Counter({ name: 'spoke_agent_connection_buffer_overflows_total', help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.', registers });
+    this.closingEndpointConnections = new Gauge({ name: 'spoke_agent_closing_endpoint_connections', help: 'Target sockets of closed connections not yet released: flushing their final bytes, for at most 1s.', registers });
+    const budget = () => this.budget;
+    this.bufferedBytes = new Gauge({ name: 'spoke_agent_buffered_bytes', help: 'Bytes waiting to be written to targets, across all connections (bounded by --max-total-buffer).', registers, collect() { this.set(budget()?.total ?? 0); } });
+    this.bufferBudgetBytes = new Gauge({ name: 'spoke_agent_buffer_budget_bytes', help: 'The total of bytes that may wait for targets across all connections (--max-total-buffer, or its default from the container memory limit).', registers, collect() { this.set(budget()?.limit ?? 0); } });
+    this.bufferShed = new Counter({ name: 'spoke_agent_buffer_budget_shed_connections_total', help: 'Connections closed with an error because the buffer budget was exhausted and their target had stopped reading.', registers });
+    this.bufferShedBytes = new Counter({ name: 'spoke_agent_buffer_budget_shed_bytes_total', help: 'Bytes dropped with the connections the buffer budget closed.', registers });
+    this.bufferBrakes = new Counter({ name: 'spoke_agent_buffer_budget_brakes_total', help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.', registers });
     this.bytes = new Counter({ name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers });
     this.bytesToTarget = this.bytes.labels('to_target');
     this.bytesFromTarget = this.bytes.labels('from_target');
     const children = (segment: Segment) => Object.values(PacketType).filter((v): v is number => typeof v === 'number').map((t) => this.streamPackets.labels(segment, packetTypeName(t)));
     this.packetChildren = { from_agent: children('from_agent'), to_agent: children('to_agent') };
+  }
+
+  /** The budget whose total and limit the gauges report. */
+  watchBufferBudget(budget: { total: number; limit: number }): void {
+    this.budget = budget;
   }
 
   observePacket(segment: Segment, type: number): void {

@@ -28,6 +28,7 @@ export const agentFlags = {
   dialTimeout: duration('dial-timeout', 5000, 'Timeout for dialing a target on behalf of the proxy-server.', { validate: positive('dial timeout') }),
   drainTimeout: duration('drain-timeout', 30_000, 'After the first SIGTERM/SIGINT: how long in-flight connections may finish before the agent exits (below cluster-proxy\'s 40s grace period).'),
   maxConnectionBuffer: int('max-connection-buffer', 8 << 20, 'Bytes buffered for one target that reads slower than the hub sends; past this the connection is closed with an error instead of stalling every other connection on the stream.', { validate: positive('max connection buffer') }),
+  maxTotalBuffer: int('max-total-buffer', 0, 'Bytes buffered for targets across all connections. Past this, the connections whose targets stopped reading are closed with an error, largest first, and every server stream is paused while none has; 0: the default.', { defaultText: '1/4 of the container memory limit, 256 MiB without one', validate: (n) => (n < 0 ? `max total buffer ${n} must not be negative` : undefined) }),
   healthServerHost: str('health-server-host', '', 'The host address to listen on, without port.'),
   healthServerPort: int('health-server-port', 8093, 'The port the health server (/healthz, /readyz, /metrics, /debug) is listening on.', { validate: port }),
   logLevel: str('log-level', 'info', `Log level: ${logLevels.join(', ')}.`, { validate: (l) => ((logLevels as readonly string[]).includes(l) ? undefined : `must be one of ${logLevels.join(', ')}`) }),

@@ -7,6 +7,7 @@ import { encodeDataPacket } from '../proto/data-codec.js';
 import { AgentService, Header, PacketType, type OutPacket, type Packet } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
 import type { ServerCredentials } from './credentials.js';
+import type { BufferBudget } from './buffer-budget.js';
 import type { AgentMetrics } from './metrics.js';
 import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
 
@@ -33,6 +34,7 @@ export interface ServerConnectionOptions {
   handshakeTimeoutMs: number;
   dial: Dial;
   maxBuffer: number;
+  budget: BufferBudget;
   connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
@@ -82,6 +84,7 @@ export class ServerConnection extends EventEmitter {
       sink: { send: (p) => this.send(p), sendData: (id, payload) => this.sendData(id, payload), whenWritable: (resume) => this.writableWaiters.push(resume) },
       dial: opts.dial,
       maxBuffer: opts.maxBuffer,
+      budget: opts.budget,
       connectIDs: opts.connectIDs,
       pauseIncoming: () => this.call.pause(),
       resumeIncoming: () => this.call.resume(),

@@ -1,20 +1,33 @@
+import net from 'node:net';
 import { duplexPair, type Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PacketType, type OutPacket, type Packet } from '../proto/packets.js';
+import { waitUntil } from '../test/support/agent.js';
+import { BufferBudget } from './buffer-budget.js';
+import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { Tunnel, type Dial } from './tunnel.js';
 
 const log = pino({ level: 'silent' });
 const tick = () => new Promise((r) => setTimeout(r, 5));
+/** A budget shared by several tunnels, and the metrics they all report to. */
+const budgetMetrics = new WeakMap<BufferBudget, AgentMetrics>();
+function sharedBudget(limit: number, stallMs: number): BufferBudget {
+  const metrics = new AgentMetrics(new Registry());
+  const budget = new BufferBudget(limit, { stallMs, metrics, log });
+  budgetMetrics.set(budget, metrics);
+  return budget;
+}
 
-function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writable?: () => boolean } = {}) {
+function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writable?: () => boolean; lingerMs?: number; budget?: BufferBudget } = {}) {
   const sent: OutPacket[] = [];
   const brakes: string[] = [];
   const resumers: Array<() => void> = [];
   const targets: Duplex[] = [];
-  const metrics = new AgentMetrics(new Registry());
+  const metrics = opts.budget ? budgetMetrics.get(opts.budget)! : new AgentMetrics(new Registry());
+  const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, metrics, log });
   const dial: Dial =
     opts.dial ??
     (async () => {
@@ -33,11 +46,25 @@ function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writab
     stallMs: opts.stallMs ?? 2000,
     pauseIncoming: () => brakes.push('pause'),
     resumeIncoming: () => brakes.push('resume'),
-    lingerMs: 50,
+    lingerMs: opts.lingerMs ?? 50,
+    budget,
     metrics,
     log,
   });
-  return { tunnel, sent, targets, resumers, metrics, brakes };
+  return { tunnel, sent, targets, resumers, metrics, brakes, budget };
+}
+
+/** A loopback target that keeps its side open after the agent's FIN (it never closes by itself). */
+async function halfOpenTarget(): Promise<{ server: net.Server; accepted: Promise<net.Socket> }> {
+  let accept!: (s: net.Socket) => void;
+  const accepted = new Promise<net.Socket>((r) => (accept = r));
+  const server = net.createServer({ allowHalfOpen: true }, (s) => {
+    s.on('error', () => {});
+    server.once('close', () => s.destroy());
+    accept(s);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, accepted };
 }
 
 /** Rejected packets by reason and late packets by type. */
@@ -199,9 +226,11 @@ describe('Tunnel', () => {
     tunnel.handle(dialReq('1'));
     tunnel.handle(dialReq('2'));
     await tick();
+    // Nobody reads target 1: its writes pile up in the agent-side write buffer, and wait there for
+    // longer than the stall limit before the budget is exceeded.
+    for (let i = 0; i < 4; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
     await new Promise((r) => setTimeout(r, 40));
-    // Nobody reads target 1: its writes pile up in the agent-side write buffer.
-    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 6; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
     expect(sent).toContainEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: `target stopped reading: more than ${64 << 10} bytes buffered and none accepted for 30ms` } });
     expect(tunnel.connectionCount).toBe(1);
     expect(brakes).toEqual([]);
@@ -231,6 +260,103 @@ describe('Tunnel', () => {
     await new Promise((r) => setTimeout(r, 120));
     expect(brakes).toEqual(['pause', 'resume']);
     expect(sent.at(-1)).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('target stopped reading') } });
+  });
+
+  it('sheds the largest stopped target across streams when the agent budget is exhausted, and keeps the rest', async () => {
+    const budget = sharedBudget(512 << 10, 40);
+    const a = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
+    const b = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
+    a.tunnel.handle(dialReq('1'));
+    a.tunnel.handle(dialReq('2'));
+    b.tunnel.handle(dialReq('3'));
+    await tick();
+    // Connection 2 of stream a and connection 1 of stream b stop reading, b's with the most waiting;
+    // connection 1 of stream a reads.
+    let got = 0;
+    a.targets[0]!.on('data', (c: Buffer) => (got += c.length));
+    for (let i = 0; i < 5; i++) a.tunnel.handle(data('2', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 24; i++) b.tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    await new Promise((r) => setTimeout(r, 60));
+    const before = budget.total;
+    expect(before).toBeLessThanOrEqual(budget.limit);
+    // Stream a's reading target pushes the total over 512 KiB.
+    let sentToReader = 0;
+    while (b.tunnel.connectionCount > 0 && sentToReader < 40) {
+      a.tunnel.handle(data('1', 'y'.repeat(16 << 10)));
+      sentToReader++;
+    }
+    const closes = (t: typeof a) => t.sent.filter((p) => p.type === PacketType.CLOSE_RSP);
+    expect(closes(b)).toEqual([{ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') } }]);
+    expect(closes(a)).toEqual([]);
+    expect(b.tunnel.connectionCount).toBe(0);
+    expect(a.tunnel.connectionCount).toBe(2);
+    expect(budget.total).toBeLessThan(before);
+    const metrics = b.metrics;
+    expect((await metrics.bufferShed.get()).values[0]!.value).toBe(1);
+    expect((await metrics.bufferedBytes.get()).values[0]!.value).toBe(budget.total);
+    await tick();
+    expect(got).toBe(sentToReader * (16 << 10));
+    expect([a.brakes, b.brakes]).toEqual([[], []]);
+  });
+
+  it('pauses every stream while over the budget with no stopped target, then sheds the one that stops', async () => {
+    const budget = sharedBudget(256 << 10, 40);
+    const a = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
+    const b = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
+    a.tunnel.handle(dialReq('1'));
+    await tick();
+    for (let i = 0; i < 20; i++) a.tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    expect([a.brakes, b.brakes]).toEqual([['pause'], ['pause']]);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(a.sent.at(-1)).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') } });
+    expect([a.brakes, b.brakes]).toEqual([['pause', 'resume'], ['pause', 'resume']]);
+    expect(budget.total).toBe(0);
+    expect((await a.metrics.bufferBrakes.get()).values[0]!.value).toBe(1);
+  });
+
+  it('releases a target socket right after CLOSE_REQ once its final bytes are flushed, though the target keeps its side open', async () => {
+    const { server, accepted } = await halfOpenTarget();
+    const sockets: net.Socket[] = [];
+    const { tunnel, metrics } = setup({ lingerMs: undefined, dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!) });
+    try {
+      tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
+      await waitUntil(() => tunnel.connectionCount === 1, 2000, 'the dial');
+      const target = await accepted;
+      const got: Buffer[] = [];
+      target.on('data', (c: Buffer) => got.push(c));
+      tunnel.handle(data('1', 'last words'));
+      tunnel.handle(closeReq('1'));
+      await waitUntil(() => sockets[0]!.destroyed, 500, 'the target socket to be released');
+      await waitUntil(() => Buffer.concat(got).toString() === 'last words', 1000, 'the final bytes');
+      expect((await metrics.closingEndpointConnections.get()).values[0]!.value).toBe(0);
+    } finally {
+      server.close();
+    }
+  });
+
+  it('counts a closed socket whose target does not take its final bytes, and destroys it after the grace', async () => {
+    const { server, accepted } = await halfOpenTarget();
+    const sockets: net.Socket[] = [];
+    const { tunnel, metrics } = setup({ lingerMs: 300, dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!) });
+    const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;
+    try {
+      tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
+      await waitUntil(() => tunnel.connectionCount === 1, 2000, 'the dial');
+      (await accepted).pause();
+      // More than loopback's kernel buffers take from a target that reads nothing.
+      const mib: Packet = { type: PacketType.DATA, data: { connectID: '1', data: Buffer.alloc(1 << 20), error: '' } };
+      for (let i = 0; i < 16; i++) tunnel.handle(mib);
+      tunnel.handle(closeReq('1'));
+      expect(tunnel.connectionCount).toBe(0);
+      expect(await closing()).toBe(1);
+      const started = performance.now();
+      await waitUntil(() => sockets[0]!.destroyed, 2000, 'the target socket to be released');
+      expect(performance.now() - started).toBeGreaterThan(250);
+      await tick();
+      expect(await closing()).toBe(0);
+    } finally {
+      server.close();
+    }
   });
 
   it('pauses a target socket while the stream is backed up and resumes it on drain', async () => {

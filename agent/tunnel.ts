@@ -4,12 +4,16 @@
 import type { Duplex } from 'node:stream';
 import { PacketType, packetTypeName, type Packet } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
+import type { BufferBudget } from './buffer-budget.js';
 import { DialError } from './dialer.js';
 import { EndpointConnection, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
 export type Dial = (address: string, signal: AbortSignal) => Promise<Duplex>;
+
+/** How long a target over its budget may accept nothing before it counts as stopped. */
+export const defaultStallMs = 2000;
 
 export interface TunnelOptions {
   sink: PacketSink;
@@ -20,7 +24,10 @@ export interface TunnelOptions {
   /** Stop / restart reading packets from the server (the stream-wide brake). */
   pauseIncoming: () => void;
   resumeIncoming: () => void;
+  /** How long a closed connection may flush its final bytes before its socket is destroyed. Default 1 s. */
   lingerMs?: number;
+  /** The agent-wide total of bytes waiting for targets; its brake pauses this stream too. */
+  budget: BufferBudget;
   /** Hands out connectIDs; the ClientSet shares one counter across an agent's streams. Default: from 1 per tunnel. */
   connectIDs?: () => string;
   metrics: AgentMetrics;
@@ -44,11 +51,28 @@ export class Tunnel {
   /** Connections and dials that ended moments ago: packets for them are the close race, not errors. */
   private readonly closedConnections = new RecentlyClosed();
   private readonly finishedDials = new RecentlyClosed();
+  /** The agent's buffer budget holds every stream. */
+  private budgetBraked = false;
+  private paused = false;
+  private readonly leaveBudget: () => void;
 
   private readonly stallMs: number;
 
   constructor(private readonly opts: TunnelOptions) {
-    this.stallMs = opts.stallMs ?? 2000;
+    this.stallMs = opts.stallMs ?? defaultStallMs;
+    this.leaveBudget = opts.budget.addBrake({
+      pause: () => ((this.budgetBraked = true), this.updatePause()),
+      resume: () => ((this.budgetBraked = false), this.updatePause()),
+    });
+  }
+
+  /** The stream is paused while any connection brakes it or the agent's budget does. */
+  private updatePause(): void {
+    const pause = this.overBudget.size > 0 || this.budgetBraked;
+    if (pause === this.paused) return;
+    this.paused = pause;
+    if (pause) this.opts.pauseIncoming();
+    else this.opts.resumeIncoming();
   }
 
   get connectionCount(): number {
@@ -130,7 +154,8 @@ export class Tunnel {
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, {
           maxBuffer: this.opts.maxBuffer,
-          lingerMs: this.opts.lingerMs ?? 10_000,
+          lingerMs: this.opts.lingerMs ?? 1000,
+          budget: this.opts.budget,
           metrics: this.opts.metrics,
           log: this.opts.log,
           stallMs: this.stallMs,
@@ -160,7 +185,7 @@ export class Tunnel {
   private brake(conn: EndpointConnection): void {
     this.overBudget.add(conn);
     if (this.overBudget.size > 1) return;
-    this.opts.pauseIncoming();
+    this.updatePause();
     // While paused, a target that stops reading altogether must not hold everyone else.
     const { stallMs } = this;
     this.stallTimer = setInterval(() => {
@@ -171,11 +196,12 @@ export class Tunnel {
   private release(conn: EndpointConnection): void {
     if (!this.overBudget.delete(conn) || this.overBudget.size > 0) return;
     clearInterval(this.stallTimer);
-    this.opts.resumeIncoming();
+    this.updatePause();
   }
 
   /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
   abortAll(): void {
+    this.leaveBudget();
     for (const abort of this.pending.values()) abort.abort();
     this.pending.clear();
     for (const conn of [...this.connections.values()]) conn.abort();

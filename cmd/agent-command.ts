@@ -1,6 +1,7 @@
 // `spoke-agent [flags]`: parse and validate flags, then start, in order: the rules and the DNS
 // server (when --cluster-name is set), the dial policy, the health server, the agent (with a local
 // hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
+import { getHeapStatistics } from 'node:v8';
 import { Agent } from '../agent/agent.js';
 import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
@@ -20,6 +21,7 @@ import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags, rulesFromFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
+import { containerMemoryLimit } from './container-memory.js';
 
 export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags } satisfies FlagSet;
 
@@ -119,8 +121,9 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     Object.assign(o, localHub.agentCredentials);
     targets = [localHub.agentTarget];
   }
+  const memoryLimit = containerMemoryLimit();
   const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
-  const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers });
+  const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers, memoryLimit });
 
   // Loaded only when needed: @kubernetes/client-node alone adds ~60 MiB of RSS.
   const kube = usesKubeApi(o) ? await import('../kube/sources.js') : undefined;
@@ -169,7 +172,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   }
   agent.start();
   cleanups.push(() => agent.stop());
-  log.info({ agentID: agent.agentID, targets, identifiers }, 'spoke-agent started');
+  log.info({ agentID: agent.agentID, targets, identifiers, memoryLimit: memoryLimit ?? 'none', heapLimit: getHeapStatistics().heap_size_limit, bufferBudget: agent.budget.limit }, 'spoke-agent started');
   if (localHub) {
     const lines = demo && dns
       ? demo.lines({ httpConnectPort: localHub.ports.httpConnect, dns: dns.listening, health: { host: o.healthServerHost, port: healthPort } })

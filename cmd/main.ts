@@ -1,6 +1,10 @@
 #!/usr/bin/env node
 // spoke-agent: the agent by default; `dial`, `dns` and `resolve` are subcommands.
-import { runAgentCommand } from './agent-command.js';
+import { sizeHeapForContainer } from './container-memory.js';
+
+// First, before the agent's modules load: a heap that fits the container (this may re-execute).
+sizeHeapForContainer();
+const { runAgentCommand } = await import('./agent-command.js');
 
 const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
   dial: async (argv) => (await import('./dial-command.js')).runDialCommand(argv),

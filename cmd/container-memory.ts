@@ -1,0 +1,91 @@
+// The container's memory limit (cgroup v2 or v1) and a V8 heap that fits inside it. Node sizes its
+// heap for the limit by itself, but as if the heap were all the process held: under 256 MiB it lets
+// the heap reach 259 MiB before a full collection is forced, and with --max-old-space-size alone V8
+// allows 64 MiB semi-spaces (192 MiB of young generation). The agent also holds buffers outside the
+// heap (up to --max-total-buffer, a quarter of the limit) and ~50 MiB of code and native state, so the
+// kernel would kill the pod before the garbage is collected. Heap flags only take effect at process
+// start: an entry point calls sizeHeapForContainer() first, which re-executes the process with them.
+import { readFileSync } from 'node:fs';
+
+/** Values at or above this mean "no limit" (v1 writes LONG_MAX rounded down to a page). */
+const unlimited = 2 ** 60;
+
+/** The limit in a cgroup v2 `memory.max` or v1 `memory.limit_in_bytes` file; undefined when none. */
+export function parseCgroupMemoryLimit(text: string | undefined): number | undefined {
+  const value = text?.trim();
+  if (!value || value === 'max' || !/^\d+$/.test(value)) return undefined;
+  const n = Number(value);
+  return n > 0 && n < unlimited ? n : undefined;
+}
+
+/** The memory cgroup paths of this process in a /proc/self/cgroup text: v2 (`0::PATH`) and v1 (`N:...memory...:PATH`). */
+export function memoryCgroupPaths(procSelfCgroup: string): { v2?: string; v1?: string } {
+  const out: { v2?: string; v1?: string } = {};
+  for (const line of procSelfCgroup.split('\n')) {
+    const m = /^(\d+):([^:]*):(.*)$/.exec(line.trim());
+    if (!m) continue;
+    if (m[1] === '0' && m[2] === '') out.v2 = m[3];
+    else if (m[2]!.split(',').includes('memory')) out.v1 = m[3];
+  }
+  return out;
+}
+
+/** Files that may hold this process's limit: its own cgroup's, then the mount's root (a container's own cgroup, seen through a namespace or bind mount). */
+export function limitFiles(procSelfCgroup: string, root = '/sys/fs/cgroup'): string[] {
+  const { v2, v1 } = memoryCgroupPaths(procSelfCgroup);
+  const files: string[] = [];
+  if (v2 !== undefined) files.push(`${root}${v2.replace(/\/$/, '')}/memory.max`, `${root}/memory.max`);
+  if (v1 !== undefined) files.push(`${root}/memory${v1.replace(/\/$/, '')}/memory.limit_in_bytes`, `${root}/memory/memory.limit_in_bytes`);
+  return [...new Set(files)];
+}
+
+/** The smallest limit among the files that exist; undefined outside a memory-limited cgroup. */
+export function containerMemoryLimit(read: (path: string) => string | undefined = readOrUndefined): number | undefined {
+  const limits = limitFiles(read('/proc/self/cgroup') ?? '')
+    .map((f) => parseCgroupMemoryLimit(read(f)))
+    .filter((n): n is number => n !== undefined);
+  return limits.length ? Math.min(...limits) : undefined;
+}
+
+function readOrUndefined(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+const MiB = 1 << 20;
+
+/**
+ * V8 flags for a process limited to `limit` bytes: 3/8 of it for the old space (96 MiB of 256 MiB;
+ * the agent's heap after a full collection is ~30 MiB) and semi-spaces of 1/32 (8 MiB: a young
+ * generation of 24 MiB).
+ */
+export function heapFlags(limit: number): string[] {
+  const oldSpace = Math.max(32, Math.floor((limit * 3) / 8 / MiB));
+  const semiSpace = Math.min(16, Math.max(1, Math.floor(limit / 32 / MiB)));
+  return [`--max-old-space-size=${oldSpace}`, `--max-semi-space-size=${semiSpace}`];
+}
+
+/** Whether the operator already sized the heap (command line or NODE_OPTIONS): then it is left alone. */
+export function heapSizedByOperator(execArgv: readonly string[], nodeOptions = ''): boolean {
+  return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => /^--max-(old|semi)-space-size/.test(a.replace(/_/g, '-')));
+}
+
+/**
+ * At process start, before anything else: when the process runs under a memory limit and nobody
+ * sized its heap, re-executes it (same PID, arguments and environment) with heapFlags(limit).
+ * Returns the limit, for what else derives from it; does not return when it re-executes.
+ */
+export function sizeHeapForContainer(): number | undefined {
+  const limit = containerMemoryLimit();
+  if (limit === undefined || heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS)) return limit;
+  if (typeof process.execve !== 'function') return limit;
+  try {
+    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...heapFlags(limit), ...process.argv.slice(1)], process.env);
+  } catch (err) {
+    process.stderr.write(`spoke-agent: cannot re-execute with a heap sized for the ${limit}-byte memory limit, going on with Node's: ${(err as Error).message}\n`);
+  }
+  return limit;
+}
