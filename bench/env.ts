@@ -1,8 +1,8 @@
 // What every bench section runs against: the PKI, processes (our hub, our agent, and the Go
 // proxy-server and agent when their binaries are found: ANP_BIN_DIR, else ~/.cache/spoke-agent/anp), the ways to reach a target ("routes"), and the
 // targets. Everything listens on 127.0.0.1; every process is stopped by its PID.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, readFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -11,6 +11,7 @@ import { dialThroughProxy } from '../client/dial.js';
 import { waitUntil } from '../test/support/agent.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
 import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
+import { buildDist } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 
 export const repoRoot = new URL('..', import.meta.url).pathname;
@@ -86,12 +87,16 @@ export class Proc {
   }
 }
 
+/** Turns a command line into one that runs it somewhere else (e.g. in a memory cgroup: test/support/cgroup.ts). */
+export type Wrap = (command: string, args: string[]) => [string, string[]];
+
 /** A .ts file runs through tsx's loader; a .js file (the built dist/) runs as shipped. */
-export function spawnNode(name: string, script: string, args: string[]): Proc {
+export function spawnNode(name: string, script: string, args: string[], wrap: Wrap = (c, a) => [c, a]): Proc {
   const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
   const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
   // process.execPath is the pinned Node 24 (npm scripts put node_modules/.bin first).
-  const child = spawn(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, argv] = wrap(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args]);
+  const child = spawn(command, argv, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   return new Proc(name, child);
 }
 
@@ -103,8 +108,7 @@ let agentEntry: string | undefined;
 function buildAgent(): string {
   if (agentEntry) return agentEntry;
   try {
-    execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: repoRoot, stdio: 'pipe' });
-    cpSync(join(repoRoot, 'proto'), join(repoRoot, 'dist/proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });
+    buildDist();
     agentEntry = 'dist/cmd/main.js';
   } catch (err) {
     console.warn(`bench: build failed, running the agent from source through tsx: ${(err as { stdout?: Buffer }).stdout?.toString().slice(0, 500) ?? err}`);
@@ -198,11 +202,11 @@ export interface AgentProc {
 }
 
 /** Our agent as its own process (its RSS is its own), from source via tsx, mTLS to the hub. */
-export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[] = []): Promise<AgentProc> {
+export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[] = [], wrap?: Wrap): Promise<AgentProc> {
   const health = await unusedPort();
   // prettier-ignore
   const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags]);
+    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags], wrap);
   await waitReady(proc, health, '/readyz');
   const metric = async (name: string) => metricValue((await httpOk(health, '/metrics')) ?? '', name);
   return { kind: 'ours', proc, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };

@@ -10,7 +10,7 @@ import type { Subject, Subjects } from './subjects.js';
 const request = Buffer.alloc(64, 0x61);
 
 /** Writes `payload` and waits for as many bytes back. */
-function exchange(conn: Duplex, payload: Buffer): Promise<void> {
+export function exchange(conn: Duplex, payload: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     let got = 0;
     const onData = (c: Buffer) => {

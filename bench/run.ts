@@ -2,6 +2,7 @@
 // next to its same-run baseline, and writes bench/results/latest.{json,md}. Loopback only; every
 // process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
 import { fileURLToPath } from 'node:url';
+import { runChurn } from './churn.js';
 import { goReferenceNote, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
 import { runLatency } from './latency.js';
@@ -12,8 +13,10 @@ import { runSlowConsumer } from './slow-consumer.js';
 import { Subjects } from './subjects.js';
 import { runThroughput } from './throughput.js';
 
-const sections = ['throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect'] as const;
+const sections = ['throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn'] as const;
 type Section = (typeof sections)[number];
+/** Minutes long: only when named. */
+const optIn: readonly Section[] = ['churn'];
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -23,7 +26,7 @@ if (unknown.length) {
   process.exit(2);
 }
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
-const wanted = (s: Section) => chosen.size === 0 || chosen.has(s);
+const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
 const budgetMs = (quick ? 5 : 14) * 60_000;
 const watchdog = setTimeout(() => {
@@ -65,6 +68,7 @@ try {
   await run('slow', () => runSlowConsumer(report, subjects, targets, quick));
   await run('scale', () => runScale(report, pki, quick));
   await run('reconnect', () => runReconnect(report, pki, quick));
+  await run('churn', () => runChurn(report, pki, targets, quick));
 } finally {
   await cleanup();
   clearTimeout(watchdog);

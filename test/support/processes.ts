@@ -60,6 +60,21 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
   };
 }
 
+let built = false;
+
+/**
+ * `npm run build`'s output in dist/ (tsc, then the .proto files the agent loads at run time), once per
+ * process: the agent as the image runs it, without tsx's loader (~30-40 MiB of RSS). Throws when tsc fails.
+ */
+export function buildDist(): string {
+  if (!built) {
+    execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: repoRoot, stdio: 'pipe' });
+    cpSync(join(repoRoot, 'proto'), join(repoRoot, 'dist/proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });
+    built = true;
+  }
+  return join(repoRoot, 'dist/cmd/main.js');
+}
+
 /** `spoke-agent ARGS` from source, as `npm start -- ARGS` runs it. */
 export function runCli(args: string[], opts: SpawnOptions = {}): Child {
   return run(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/main.ts'), ...args], { cwd: repoRoot, ...opts });
