@@ -46,9 +46,9 @@ export class Proc {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** Resident set in bytes (VmRSS). */
-  rss(): number {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
+  /** Resident set in bytes (VmRSS; RssAnon: without the pages of mapped files such as the node binary). */
+  rss(field: 'VmRSS' | 'RssAnon' = 'VmRSS'): number {
+    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
     return Number(m?.[1] ?? 0) * 1024;
   }
 

@@ -15,6 +15,8 @@ export interface MemoryCgroup {
   oomKills(): number;
   /** Peak memory charged to the cgroup (v2 before 5.19 has none: 0). */
   peakBytes(): number;
+  /** Memory charged to the cgroup now (what a pod's usage is made of). */
+  usageBytes(): number;
   /** Removes the cgroup (its processes must have exited). */
   remove(): void;
 }
@@ -61,6 +63,7 @@ function v2(own: string, limitBytes: number, name: string): MemoryCgroup {
     wrap: wrapper(join(dir, 'cgroup.procs')),
     oomKills: () => field(readFileSync(join(dir, 'memory.events'), 'utf8'), 'oom_kill'),
     peakBytes: () => (existsSync(join(dir, 'memory.peak')) ? Number(readFileSync(join(dir, 'memory.peak'), 'utf8')) : 0),
+    usageBytes: () => Number(readFileSync(join(dir, 'memory.current'), 'utf8')),
     remove: () => rmdirSync(dir),
   };
 }
@@ -77,6 +80,7 @@ function v1(own: string, limitBytes: number, name: string): MemoryCgroup {
     wrap: wrapper(join(dir, 'cgroup.procs')),
     oomKills: () => field(readFileSync(join(dir, 'memory.oom_control'), 'utf8'), 'oom_kill'),
     peakBytes: () => Number(readFileSync(join(dir, 'memory.max_usage_in_bytes'), 'utf8')),
+    usageBytes: () => Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')),
     remove: () => rmdirSync(dir),
   };
 }
