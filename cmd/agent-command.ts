@@ -3,6 +3,7 @@
 // hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
 import { getHeapStatistics } from 'node:v8';
 import { Agent } from '../agent/agent.js';
+import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
 import { identifierHosts, mergeIdentifiers } from '../agent/identifiers.js';
@@ -23,7 +24,7 @@ import { ruleFlags, rulesFromFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
 import { containerMemoryLimit } from './container-memory.js';
 
-export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags } satisfies FlagSet;
+export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags, ...apiServerFlags } satisfies FlagSet;
 
 /** Flags that say which names to serve (or which hub to use): any of them turns `npm start`'s demo off. */
 const demoOffFlags = ['proxy-server-host', 'cluster-name', 'expose', 'rules-file', 'rules-configmap', 'auto-expose'];
@@ -59,7 +60,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
   if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)`);
-  const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
+  const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? validateApiServerOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level, undefined, o.logFormat as LogFormat); // validated as a flag
@@ -160,6 +161,14 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
       throw new UsageError(`cannot listen on --admin-bind-address ${o.adminBindAddress} --admin-server-port ${o.adminServerPort}: ${(err as Error).message}`);
     }
     cleanups.push(() => admin.close());
+  }
+  if (servesApi(o) && holder && dns) {
+    // kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does.
+    const { startApiServer } = await import('../apiserver/setup.js');
+    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry }).catch((err: Error) => {
+      throw new UsageError(err.message);
+    });
+    cleanups.push(() => api.close());
   }
 
   if (holder) {

@@ -3,6 +3,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { agentFlags } from '../agent/options.js';
+import { apiServerFlags } from '../apiserver/options.js';
 import { dialFlags } from './dial-command.js';
 import { dnsFlags } from '../dns/options.js';
 import { kubeFlags } from '../kube/options.js';
@@ -18,6 +19,7 @@ const groups: Array<{ title: string; flags: FlagSet }> = [
   { title: 'Names and rules (`rules/options.ts`)', flags: ruleFlags },
   { title: 'DNS server (`dns/options.ts`)', flags: dnsFlags },
   { title: 'Kubernetes (`kube/options.ts`)', flags: kubeFlags },
+  { title: 'Aggregated API for kubectl (`apiserver/options.ts`)', flags: apiServerFlags },
 ];
 
 // Help texts hold `<cluster>`, `NAMESPACE/*` and `a|b`: literal in a table cell only when escaped.

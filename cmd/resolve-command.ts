@@ -5,7 +5,7 @@ import { isIPv6, Socket } from 'node:net';
 import dns2 from 'dns2';
 import { joinHostPort } from '../agent/address.js';
 import { agentFlags } from '../agent/options.js';
-import { describeRecords, type Explanation, flagsOf } from '../dns/explain.js';
+import { describeRecords, type Explanation, explanationReason, flagsOf } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';
 import { encodeQuery, rcodeName, TYPE, typeCode } from '../dns/wire.js';
 import { bool, duration, FlagError, parseFlags, str, usage } from '../flags/flags.js';
@@ -104,9 +104,7 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(values.timeout) });
     if (res.ok) {
-      const e = (await res.json()) as Explanation;
-      const why = e.rule ? `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}` : e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
-      out.write(`;; explanation from ${url}: ${why}\n`);
+      out.write(`;; explanation from ${url}: ${explanationReason((await res.json()) as Explanation)}\n`);
     } else {
       const why = ((await res.json().catch(() => ({}))) as { error?: string }).error;
       out.write(`;; no explanation: ${url} answered ${res.status}${why ? `: ${why}` : ''}\n`);

@@ -72,6 +72,12 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   };
 }
 
+/** Why the server answers as it does, in one sentence. */
+export function explanationReason(e: Pick<Explanation, 'action' | 'rule' | 'target'>): string {
+  if (e.rule) return `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}`;
+  return e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
+}
+
 function json(res: Parameters<RouteHandler>[1], status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body, null, 2)}\n`);
 }

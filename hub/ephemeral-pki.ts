@@ -10,6 +10,8 @@ export interface IssueOptions {
   serverNames?: string[];
   /** Client-only: extendedKeyUsage clientAuth (else serverAuth and clientAuth). */
   client?: boolean;
+  /** Subject O values (Kubernetes reads them as a client certificate's groups). */
+  organizations?: string[];
 }
 
 /** PEM text. */
@@ -39,7 +41,7 @@ function newKeys(): { pem: string; forgeKeys: forge.pki.rsa.KeyPair } {
   return { pem: privateKey, forgeKeys: { privateKey: priv, publicKey: pub } };
 }
 
-function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions: object[]): forge.pki.Certificate {
+function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions: object[], organizations: string[] = []): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
   // A positive serial in minimal DER: top bit clear (no sign padding needed) and a non-zero first
@@ -50,7 +52,7 @@ function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions:
   const { notBefore, notAfter } = validity();
   cert.validity.notBefore = notBefore;
   cert.validity.notAfter = notAfter;
-  cert.setSubject([{ name: 'commonName', value: commonName }]);
+  cert.setSubject([...organizations.map((value) => ({ name: 'organizationName', value })), { name: 'commonName', value: commonName }]);
   cert.setExtensions(extensions);
   return cert;
 }
@@ -74,7 +76,7 @@ export function createCa(name = 'spoke-agent ephemeral CA'): Ca {
       { name: 'extKeyUsage', clientAuth: true, serverAuth: !opts.client },
       { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
       ...(names.length ? [{ name: 'subjectAltName', altNames: names.map((n) => (isIP(n) ? { type: 7, ip: n } : { type: 2, value: n })) }] : []),
-    ]);
+    ], opts.organizations);
     cert.setIssuer(caCert.subject.attributes);
     cert.sign(caKeys.forgeKeys.privateKey, forge.md.sha256.create());
     return { cert: forge.pki.certificateToPem(cert), key: keys.pem };

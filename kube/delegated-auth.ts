@@ -8,6 +8,7 @@ import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kuber
 import type { Guard } from '../observability/health-server.js';
 import type { Logger } from '../observability/log.js';
 import type { KubeMetrics } from './metrics.js';
+import { TtlCache } from './ttl-cache.js';
 
 export interface UserInfo {
   username: string;
@@ -16,12 +17,17 @@ export interface UserInfo {
   extra?: Record<string, string[]>;
 }
 
+/** What a request asks to do, as a SubjectAccessReview spells it: a non-resource URL or a resource. */
+export type AccessAttributes =
+  | { verb: string; path: string }
+  | { verb: string; group: string; version: string; resource: string; subresource?: string; name?: string; namespace?: string };
+
 /** The two questions put to the API server; an implementation over client-node is `apiReviewer`. */
 export interface Reviewer {
   /** The token's user, or undefined when the API server does not accept the token. */
   authenticate(token: string): Promise<UserInfo | undefined>;
-  /** Whether `user` may `verb` the non-resource URL `path`. */
-  authorize(user: UserInfo, verb: string, path: string): Promise<{ allowed: boolean; reason?: string }>;
+  /** Whether `user` may do what `attributes` say. */
+  authorize(user: UserInfo, attributes: AccessAttributes): Promise<{ allowed: boolean; reason?: string }>;
 }
 
 export function apiReviewer(kc: KubeConfig): Reviewer {
@@ -34,18 +40,22 @@ export function apiReviewer(kc: KubeConfig): Reviewer {
       if (!review.status?.authenticated || !user?.username) return undefined;
       return { username: user.username, uid: user.uid, groups: user.groups, extra: user.extra };
     },
-    async authorize(user, verb, path) {
+    async authorize(user, attributes) {
+      const target = 'path' in attributes ? { nonResourceAttributes: attributes } : { resourceAttributes: attributes };
       const review = await authz.createSubjectAccessReview({
         body: {
           apiVersion: 'authorization.k8s.io/v1',
           kind: 'SubjectAccessReview',
-          spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, nonResourceAttributes: { verb, path } },
+          spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, ...target },
         },
       });
       return { allowed: review.status?.allowed === true, reason: review.status?.reason };
     },
   };
 }
+
+/** A cache key for a bearer token that does not keep the token itself in memory. */
+export const tokenKey = (token: string) => createHash('sha256').update(token).digest('base64');
 
 type Decision = { status: 200 } | { status: 401; message: string } | { status: 403; message: string };
 
@@ -61,15 +71,12 @@ export interface DelegatedAuthOptions {
 }
 
 export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
-  const ttl = opts.cacheTtlMs ?? 10_000;
-  const maxEntries = opts.maxCacheEntries ?? 1024;
-  const now = opts.now ?? Date.now;
-  const cache = new Map<string, { decision: Decision; expires: number }>();
+  const cache = new TtlCache<Decision>({ ttlMs: opts.cacheTtlMs ?? 10_000, maxEntries: opts.maxCacheEntries, now: opts.now });
 
   const decide = async (token: string): Promise<Decision> => {
     const user = await opts.reviewer.authenticate(token);
     if (!user) return { status: 401, message: 'Unauthorized: the API server does not accept this token' };
-    const { allowed, reason } = await opts.reviewer.authorize(user, 'get', opts.path);
+    const { allowed, reason } = await opts.reviewer.authorize(user, { verb: 'get', path: opts.path });
     if (!allowed) return { status: 403, message: `Forbidden: user "${user.username}" cannot get path "${opts.path}"${reason ? `: ${reason}` : ''}` };
     return { status: 200 };
   };
@@ -88,12 +95,10 @@ export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
       answer(res, { status: 401, message: 'Unauthorized: send a bearer token (Authorization: Bearer <token>)' });
       return false;
     }
-    const key = createHash('sha256').update(match[1]!).digest('base64');
-    const t = now();
-    let hit = cache.get(key);
-    if (hit && hit.expires <= t) cache.delete(key), (hit = undefined);
+    const key = tokenKey(match[1]!);
+    const hit = cache.get(key);
     let decision: Decision;
-    if (hit) decision = hit.decision;
+    if (hit) decision = hit;
     else {
       try {
         decision = await decide(match[1]!);
@@ -103,8 +108,7 @@ export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
         res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('authentication is unavailable: the API server did not answer\n');
         return false;
       }
-      if (cache.size >= maxEntries) cache.delete(cache.keys().next().value!);
-      cache.set(key, { decision, expires: t + ttl });
+      cache.set(key, decision);
     }
     opts.metrics.authDecisions.inc({ result: result(decision), cached: hit ? 'true' : 'false' });
     if (decision.status === 200) return true;

@@ -167,8 +167,8 @@ describe('delegated auth guard', () => {
         if (failing) throw new Error('connect ECONNREFUSED');
         return token === 'alice' || token === 'bob' ? { username: token } : undefined;
       },
-      async authorize(user, verb, path) {
-        calls.push(`sar ${user.username} ${verb} ${path}`);
+      async authorize(user, attributes) {
+        calls.push(`sar ${user.username} ${attributes.verb} ${'path' in attributes ? attributes.path : attributes.resource}`);
         return { allowed: user.username === 'alice' };
       },
     };

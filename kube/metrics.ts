@@ -1,7 +1,7 @@
 // Every spoke_agent_kube_* metric in one place.
 import { Counter, Gauge, type Registry } from 'prom-client';
 
-export type Resource = 'configmap' | 'services' | 'namespaces';
+export type Resource = 'configmap' | 'services' | 'namespaces' | 'authentication-configmap';
 
 export class KubeMetrics {
   readonly watchErrors: Counter<'resource'>;
@@ -26,4 +26,12 @@ export class KubeMetrics {
     this.reregistrations = new Counter({ name: 'spoke_agent_kube_reregistrations_total', help: 'Times the agent re-registered with new identifiers after the served names changed.', registers });
     this.authDecisions = new Counter({ name: 'spoke_agent_kube_auth_decisions_total', help: 'Delegated authentication and authorization of /debug and /metrics requests, by result (allowed, unauthenticated, forbidden, error) and whether the decision came from the cache.', labelNames: ['result', 'cached'], registers });
   }
+}
+
+/** The metrics, per registry: every user of the Kubernetes API shares them. */
+const metricsByRegistry = new WeakMap<Registry, KubeMetrics>();
+export function kubeMetrics(registry: Registry): KubeMetrics {
+  let m = metricsByRegistry.get(registry);
+  if (!m) metricsByRegistry.set(registry, (m = new KubeMetrics(registry)));
+  return m;
 }

@@ -10,18 +10,10 @@ import { normalizeName } from '../rules/naming.js';
 import type { RuleFlagValues } from '../rules/options.js';
 import { loadKubeConfig } from './config.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
-import { KubeMetrics } from './metrics.js';
+import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { ResilientWatch } from './watch.js';
-
-/** The metrics, per registry: the sources and the guards share them. */
-const metricsByRegistry = new WeakMap<Registry, KubeMetrics>();
-function kubeMetrics(registry: Registry): KubeMetrics {
-  let m = metricsByRegistry.get(registry);
-  if (!m) metricsByRegistry.set(registry, (m = new KubeMetrics(registry)));
-  return m;
-}
 
 export interface KubeSourcesOptions {
   kube: KubeOptions;

@@ -4,7 +4,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCa, type CertAndKey } from '../../hub/ephemeral-pki.js';
+import { createCa, type CertAndKey, type IssueOptions } from '../../hub/ephemeral-pki.js';
 
 export interface TestPki {
   dir: string;
@@ -15,7 +15,7 @@ export interface TestPki {
   clientCert: string;
   clientKey: string;
   /** Issues another certificate signed by this CA; returns [certPath, keyPath]. */
-  issue(name: string, opts?: { serverNames?: string[]; client?: boolean }): [string, string];
+  issue(name: string, opts?: IssueOptions): [string, string];
 }
 
 function write(dir: string, name: string, pair: CertAndKey): [string, string] {
@@ -29,7 +29,7 @@ export function makePki(): TestPki {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-pki-'));
   const ca = createCa('ca');
   const [caCert, caKey] = write(dir, 'ca', ca);
-  const issue = (name: string, opts: { serverNames?: string[]; client?: boolean } = {}) => write(dir, name, ca.issue(name, opts));
+  const issue = (name: string, opts: IssueOptions = {}) => write(dir, name, ca.issue(name, opts));
   const [serverCert, serverKey] = issue('server', { serverNames: ['localhost', '127.0.0.1', '::1'] });
   const [clientCert, clientKey] = issue('client', { client: true });
   return { dir, caCert, caKey, serverCert, serverKey, clientCert, clientKey, issue };

@@ -49,8 +49,13 @@ export class FakeApiServer {
   readonly requests: string[] = [];
   /** TokenReview answers: token -> user; other tokens are not authenticated. */
   readonly users = new Map<string, FakeUser>();
-  /** SubjectAccessReview answers: `username verb path` entries are allowed. */
+  /**
+   * SubjectAccessReview answers: `SUBJECT VERB TARGET` entries are allowed, where SUBJECT is the
+   * username or `group:NAME`, and TARGET a non-resource path or `resource.group` (any object name).
+   */
   readonly allowed = new Set<string>();
+  /** The spec of every SubjectAccessReview asked. */
+  readonly accessReviews: Array<Record<string, unknown>> = [];
   private readonly objects = new Map<string, Obj>();
   private history: Event[] = [];
   /** Watches from a resourceVersion below this get 410 Gone. */
@@ -237,8 +242,12 @@ export class FakeApiServer {
       return json(res, 201, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec, status: user ? { authenticated: true, user } : { authenticated: false, error: 'invalid bearer token' } });
     }
     if (path === '/apis/authorization.k8s.io/v1/subjectaccessreviews') {
-      const attrs = (spec.nonResourceAttributes ?? {}) as { verb?: string; path?: string };
-      const allowed = this.allowed.has(`${spec.user} ${attrs.verb} ${attrs.path}`);
+      this.accessReviews.push(spec);
+      const nonResource = spec.nonResourceAttributes as { verb?: string; path?: string } | undefined;
+      const resource = spec.resourceAttributes as { verb?: string; group?: string; resource?: string } | undefined;
+      const action = nonResource ? `${nonResource.verb} ${nonResource.path}` : `${resource?.verb} ${resource?.resource}.${resource?.group}`;
+      const subjects = [String(spec.user), ...((spec.groups as string[] | undefined) ?? []).map((g) => `group:${g}`)];
+      const allowed = subjects.some((s) => this.allowed.has(`${s} ${action}`));
       return json(res, 201, { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec, status: { allowed, ...(allowed ? {} : { reason: 'no RBAC policy matched' }) } });
     }
     status(res, 404, 'NotFound', `no such review ${path}`);

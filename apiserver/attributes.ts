@@ -1,0 +1,27 @@
+// What a request asks to do, as Kubernetes' RequestInfo names it, for the SubjectAccessReview:
+// /apis/GROUP/VERSION/RESOURCE[/NAME] is a resource request (GET of a name: get, of the collection:
+// list, or watch with ?watch=true; POST: create; PUT: update; PATCH: patch; DELETE: delete or
+// deletecollection); anything else (/apis, discovery, /openapi/v2) is a non-resource path with the
+// lower-cased method as verb. Pure.
+import type { AccessAttributes } from '../kube/delegated-auth.js';
+
+const resourceVerbs: Record<string, string> = { POST: 'create', PUT: 'update', PATCH: 'patch' };
+
+export function requestAttributes(method: string, url: URL): AccessAttributes {
+  const parts = url.pathname.split('/').filter((p) => p !== '');
+  if (parts[0] !== 'apis' || parts.length < 4 || parts.length > 6) return { verb: method.toLowerCase(), path: url.pathname };
+  const [, group, version, resource, name, subresource] = parts.map((p) => decodeURIComponent(p)) as [string, string, string, string, string?, string?];
+  let verb = resourceVerbs[method] ?? method.toLowerCase();
+  if (method === 'GET' || method === 'HEAD') verb = name === undefined ? (['true', '1'].includes(url.searchParams.get('watch') ?? '') ? 'watch' : 'list') : 'get';
+  if (method === 'DELETE' && name === undefined) verb = 'deletecollection';
+  return { verb, group, version, resource, ...(name !== undefined ? { name } : {}), ...(subresource !== undefined ? { subresource } : {}) };
+}
+
+/** The 403 message Kubernetes gives, with the authorizer's reason. */
+export function forbiddenMessage(username: string, a: AccessAttributes, reason: string | undefined): string {
+  const why = reason ? `: ${reason}` : '';
+  if ('path' in a) return `forbidden: User "${username}" cannot ${a.verb} path "${a.path}"${why}`;
+  const object = `${a.resource}${a.group ? `.${a.group}` : ''}${a.name !== undefined ? ` "${a.name}"` : ''}`;
+  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
+  return `${object} is forbidden: User "${username}" cannot ${a.verb} resource "${resource}" in API group "${a.group}" at the cluster scope${why}`;
+}

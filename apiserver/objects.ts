@@ -1,0 +1,62 @@
+// The objects the API answers with, Kubernetes-style (apiVersion, kind, metadata), and Status for
+// errors, so kubectl prints them as it prints any API server's.
+import { explanationReason, type Explanation } from '../dns/explain.js';
+import type { RuleSet } from '../rules/rule-set.js';
+import { groupVersion, resources } from './discovery.js';
+
+export interface Status {
+  kind: 'Status';
+  apiVersion: 'v1';
+  metadata: Record<string, never>;
+  status: 'Failure';
+  message: string;
+  reason: string;
+  code: number;
+  details?: { name?: string; group?: string; kind?: string };
+}
+
+const reasons: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 406: 'NotAcceptable', 500: 'InternalError', 503: 'ServiceUnavailable' };
+
+export function status(code: number, message: string, details?: Status['details']): Status {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: reasons[code] ?? 'Unknown', code, ...(details ? { details } : {}) };
+}
+
+/** `Resolution NAME`: the explanation, plus its reason in words and the CNAME chain and addresses pulled out. */
+export function resolution(e: Explanation, now = new Date()) {
+  return {
+    apiVersion: groupVersion,
+    kind: resources.resolutions.kind,
+    metadata: { name: e.name, creationTimestamp: now.toISOString().replace(/\.\d+Z$/, 'Z') },
+    spec: { name: e.name, type: e.type },
+    status: {
+      action: e.action,
+      reason: explanationReason(e),
+      rule: e.rule,
+      target: e.target,
+      rcode: e.rcode,
+      cnameChain: e.answer.filter((r) => r.type === 'CNAME').map((r) => `${r.name} -> ${r.data}`),
+      addresses: e.answer.filter((r) => r.type === 'A' || r.type === 'AAAA').map((r) => r.data),
+      flags: e.flags,
+      answer: e.answer,
+      authority: e.authority,
+      ms: e.ms,
+    },
+  };
+}
+
+/** `RuleList`: each rule is an item named after the first name it serves (or its wildcard). */
+export function ruleList(rules: RuleSet, generation: number) {
+  return {
+    apiVersion: groupVersion,
+    kind: `${resources.rules.kind}List`,
+    metadata: { resourceVersion: String(generation) },
+    naming: rules.naming,
+    items: rules.rules.map((r, i) => ({
+      apiVersion: groupVersion,
+      kind: resources.rules.kind,
+      metadata: { name: r.names[0] ?? r.wildcard ?? `rule-${i}` },
+      spec: r,
+    })),
+  };
+}
+

@@ -1,0 +1,182 @@
+// The dns.spoke-agent.io API over TLS: each request is authenticated (front-proxy headers, client
+// certificate or bearer token: authentication.ts), authorized with a SubjectAccessReview for what it
+// asks (attributes.ts), then answered (routes.ts). Token and access reviews are cached briefly; an
+// API server that does not answer is a 503, never cached. The serving certificate is re-read when
+// its files change (a mounted Secret's rotation), the CA names asked of clients when the
+// authentication configuration does.
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Registry } from 'prom-client';
+import { TlsFingerprint } from '../agent/credentials.js';
+import { tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
+import { TtlCache } from '../kube/ttl-cache.js';
+import type { Logger } from '../observability/log.js';
+import { forbiddenMessage, requestAttributes } from './attributes.js';
+import { authenticate, withAuthenticatedGroup, type AuthenticationConfig } from './authentication.js';
+import { ApiMetrics } from './metrics.js';
+import { status } from './objects.js';
+import { route, type Answer, type RouteDeps } from './routes.js';
+
+export interface ApiServerOptions {
+  host: string;
+  port: number;
+  certFile: string;
+  keyFile: string;
+  authentication: AuthenticationConfig;
+  reviewer: Reviewer;
+  routes: RouteDeps;
+  log: Logger;
+  registry: Registry;
+  cacheTtlMs?: number;
+  /** How often the serving certificate's files are checked for a change. */
+  certCheckMs?: number;
+}
+
+type Access = { allowed: boolean; reason?: string };
+
+/** The client's certificate chain, parsed once per connection (the aggregator keeps its connections). */
+const chains = new WeakMap<TLSSocket, X509Certificate[]>();
+function peerChain(socket: TLSSocket): X509Certificate[] {
+  let chain = chains.get(socket);
+  if (chain) return chain;
+  chain = [];
+  const seen = new Set<object>();
+  for (let c = socket.getPeerCertificate(true); c?.raw && !seen.has(c); c = c.issuerCertificate) {
+    seen.add(c);
+    chain.push(new X509Certificate(c.raw));
+  }
+  chains.set(socket, chain);
+  return chain;
+}
+
+export class ApiServer {
+  private readonly server: https.Server;
+  private readonly metrics: ApiMetrics;
+  private readonly users: TtlCache<UserInfo | null>;
+  private readonly access: TtlCache<Access>;
+  private readonly certFingerprint: TlsFingerprint;
+  private certTimer?: NodeJS.Timeout;
+  private appliedCert: string;
+  private config: AuthenticationConfig;
+
+  constructor(private readonly opts: ApiServerOptions) {
+    this.config = opts.authentication;
+    this.metrics = new ApiMetrics(opts.registry);
+    this.users = new TtlCache({ ttlMs: opts.cacheTtlMs ?? 10_000 });
+    this.access = new TtlCache({ ttlMs: opts.cacheTtlMs ?? 10_000 });
+    this.certFingerprint = new TlsFingerprint({ caCert: '', agentCert: opts.certFile, agentKey: opts.keyFile, serviceAccountTokenPath: '' });
+    this.appliedCert = this.certFingerprint.current();
+    // The certificate is judged per request against the bundle that applies (authentication.ts).
+    this.server = https.createServer({ ...this.secureOptions(), requestCert: true, rejectUnauthorized: false }, (req, res) => {
+      this.handle(req, res).catch((err: unknown) => {
+        opts.log.error({ err, url: req.url }, 'API request failed');
+        if (!res.headersSent) this.send(req, res, { code: 500, body: status(500, 'internal error') }, 'none');
+        else res.end();
+      });
+    });
+  }
+
+  /** A new authentication configuration from the ConfigMap: new CA bundles and headers apply at once. */
+  setAuthentication(config: AuthenticationConfig): void {
+    this.config = config;
+    this.applySecureContext();
+  }
+
+  private secureOptions() {
+    return { cert: readFileSync(this.opts.certFile), key: readFileSync(this.opts.keyFile), ca: this.config.caPem.length ? this.config.caPem : undefined };
+  }
+
+  /** Applies a changed serving certificate; a half-written rotation is retried at the next check. */
+  private reloadCertificate(): void {
+    try {
+      if (this.certFingerprint.current() === this.appliedCert) return;
+    } catch {
+      // unreadable: applySecureContext says so
+    }
+    if (this.applySecureContext()) this.opts.log.info({ cert: this.opts.certFile }, 'API serving certificate reloaded');
+  }
+
+  private applySecureContext(): boolean {
+    try {
+      const fingerprint = this.certFingerprint.current();
+      this.server.setSecureContext(this.secureOptions());
+      this.appliedCert = fingerprint;
+      return true;
+    } catch (err) {
+      this.opts.log.warn({ cert: this.opts.certFile, error: (err as Error).message }, 'API serving certificate unreadable; keeping the one in use');
+      return false;
+    }
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'https://api');
+    const auth = authenticate(this.config, { chain: peerChain(req.socket as TLSSocket), headers: req.headersDistinct }, new Date());
+    const method = auth.kind === 'user' ? auth.method : auth.kind;
+    let user: UserInfo | undefined;
+    try {
+      if (auth.kind === 'user') user = auth.user;
+      else if (auth.kind === 'token') user = await this.tokenUser(auth.token);
+      if (!user) {
+        this.opts.log.debug({ url: req.url, reasons: auth.kind === 'none' ? auth.reasons : ['token not accepted by TokenReview'] }, 'API request unauthenticated');
+        return this.send(req, res, { code: 401, body: status(401, 'Unauthorized') }, method);
+      }
+      user = withAuthenticatedGroup(user);
+      const attributes = requestAttributes(req.method ?? 'GET', url);
+      const { allowed, reason } = await this.authorize(user, attributes);
+      if (!allowed) return this.send(req, res, { code: 403, body: status(403, forbiddenMessage(user.username, attributes, reason)) }, method, user);
+    } catch (err) {
+      this.opts.log.error({ error: (err as Error).message, url: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
+      return this.send(req, res, { code: 503, body: status(503, 'authentication is unavailable: the API server did not answer') }, method);
+    }
+    this.send(req, res, await route(req.method ?? 'GET', url, req.headers.accept, this.opts.routes), method, user);
+  }
+
+  private async tokenUser(token: string): Promise<UserInfo | undefined> {
+    const key = tokenKey(token);
+    const hit = this.users.get(key);
+    if (hit !== undefined) return hit ?? undefined;
+    const user = await this.opts.reviewer.authenticate(token);
+    this.users.set(key, user ?? null);
+    return user;
+  }
+
+  private async authorize(user: UserInfo, attributes: AccessAttributes): Promise<Access> {
+    const key = JSON.stringify([user, attributes]);
+    const hit = this.access.get(key);
+    if (hit) return hit;
+    const answer = await this.opts.reviewer.authorize(user, attributes);
+    this.access.set(key, answer);
+    return answer;
+  }
+
+  private send(req: http.IncomingMessage, res: http.ServerResponse, answer: Answer, authentication: string, user?: UserInfo): void {
+    this.metrics.requests.inc({ code: String(answer.code), authentication });
+    this.opts.log.debug({ method: req.method, url: req.url, code: answer.code, authentication, user: user?.username }, 'API request');
+    const body = `${JSON.stringify(answer.body)}\n`;
+    res.writeHead(answer.code, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  }
+
+  async listen(): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.opts.port, this.opts.host || undefined, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    this.certTimer = setInterval(() => this.reloadCertificate(), this.opts.certCheckMs ?? 30_000);
+    this.certTimer.unref();
+    return this.server.address() as AddressInfo;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.certTimer);
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

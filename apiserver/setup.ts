@@ -1,0 +1,64 @@
+// What the agent command calls with --api-server-port: the authentication configuration from the
+// spoke's API server (read, then followed), the reviewer for tokens and access, and the TLS server.
+// Loaded only then: it brings @kubernetes/client-node.
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
+import type { Resolver } from '../dns/resolver.js';
+import { loadKubeConfig } from '../kube/config.js';
+import { apiReviewer } from '../kube/delegated-auth.js';
+import type { KubeOptions } from '../kube/options.js';
+import type { Logger } from '../observability/log.js';
+import type { RuleHolder } from '../rules/holder.js';
+import { AuthenticationSource } from './authentication-source.js';
+import type { ApiServerOptions } from './options.js';
+import { ApiServer } from './server.js';
+
+export interface StartApiServerOptions {
+  options: ApiServerOptions & Pick<KubeOptions, 'kubeconfig' | 'kubeResync'>;
+  resolver: Resolver;
+  holder: RuleHolder;
+  log: Logger;
+  registry: Registry;
+  /** Default: from --kubeconfig or the pod's service account. */
+  kubeConfig?: KubeConfig;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Starts serving; throws a message for the operator when it cannot. Returns the port and the stop function. */
+export async function startApiServer(o: StartApiServerOptions): Promise<{ port: number; close: () => Promise<void> }> {
+  const kc = o.kubeConfig ?? loadKubeConfig(o.options.kubeconfig, o.env);
+  if (!kc) throw new Error('--api-server-port needs --kubeconfig, or running in a pod with a service account');
+  const log = o.log.child({ component: 'api' });
+  const source = await AuthenticationSource.load({ kubeConfig: kc, log, registry: o.registry, resyncMs: o.options.kubeResync });
+  let server: ApiServer;
+  try {
+    server = new ApiServer({
+      host: o.options.apiServerBindAddress,
+      port: o.options.apiServerPort,
+      certFile: o.options.apiTlsCertFile,
+      keyFile: o.options.apiTlsPrivateKeyFile,
+      authentication: source.current,
+      reviewer: apiReviewer(kc),
+      routes: { resolver: o.resolver, holder: o.holder },
+      log,
+      registry: o.registry,
+    });
+  } catch (err) {
+    throw new Error(`--api-tls-cert-file/--api-tls-private-key-file: ${(err as Error).message}`);
+  }
+  let port: number;
+  try {
+    port = (await server.listen()).port;
+  } catch (err) {
+    throw new Error(`cannot listen on --api-server-port ${o.options.apiServerPort}: ${(err as Error).message}`);
+  }
+  source.start((config) => server.setAuthentication(config));
+  log.info({ port, group: 'dns.spoke-agent.io' }, 'aggregated API listening');
+  return {
+    port,
+    close: async () => {
+      source.stop();
+      await server.close();
+    },
+  };
+}
