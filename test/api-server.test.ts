@@ -1,0 +1,183 @@
+// The dns.spoke-agent.io API called directly on its port (not through an aggregator), with the fake
+// API server publishing extension-apiserver-authentication and answering TokenReview and
+// SubjectAccessReview: who is trusted with which credentials, and what they get.
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startApiServer } from '../apiserver/setup.js';
+import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
+import { loadKubeConfig } from '../kube/config.js';
+import { createLogger } from '../observability/log.js';
+import { makePki, type TestPki } from './support/certs.js';
+import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
+import { FakeApiServer } from './support/fake-apiserver.js';
+import { runCli } from './support/processes.js';
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- answers are plain JSON */
+type Obj = Record<string, any>;
+
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+const base = '/apis/dns.spoke-agent.io/v1alpha1';
+
+let api: FakeApiServer;
+let pki: TestPki;
+let dnsStack: ExplainedDns;
+let server: Awaited<ReturnType<typeof startApiServer>>;
+const frontProxyCa = createCa('front-proxy-ca');
+const clientCa = createCa('client-ca');
+const otherCa = createCa('other-ca');
+const frontProxy = frontProxyCa.issue('front-proxy-client', { client: true });
+const authenticationData = (allowedNames: string[]) => ({
+  'client-ca-file': clientCa.cert,
+  'requestheader-client-ca-file': frontProxyCa.cert,
+  'requestheader-allowed-names': JSON.stringify(allowedNames),
+  'requestheader-username-headers': '["X-Remote-User"]',
+  'requestheader-group-headers': '["X-Remote-Group"]',
+  'requestheader-extra-headers-prefix': '["X-Remote-Extra-"]',
+});
+const options = (kubeconfig: string) => ({ apiServerPort: 0, apiServerBindAddress: '127.0.0.1', apiTlsCertFile: pki.serverCert, apiTlsPrivateKeyFile: pki.serverKey, kubeconfig, kubeResync: 300_000 });
+
+beforeAll(async () => {
+  pki = makePki();
+  api = await FakeApiServer.start();
+  api.configMap('kube-system', 'extension-apiserver-authentication', authenticationData(['front-proxy-client']));
+  api.users.set('carol-token', { username: 'carol', groups: ['system:authenticated'] });
+  api.users.set('dave-token', { username: 'dave', groups: ['system:authenticated'] });
+  const resolutions = 'get resolutions.dns.spoke-agent.io';
+  for (const allowed of [`alice ${resolutions}`, `carol ${resolutions}`, 'group:ops list rules.dns.spoke-agent.io', `group:system:authenticated get ${base}`]) api.allowed.add(allowed);
+  dnsStack = await startExplainedDns(log);
+  const kubeConfig = loadKubeConfig(api.kubeconfigPath)!;
+  server = await startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await dnsStack?.close();
+  await api?.close();
+});
+
+interface Call {
+  cert?: CertAndKey;
+  headers?: Record<string, string | string[]>;
+}
+
+/** A request over TLS that trusts the serving CA, with the client certificate and headers given. */
+function call(path: string, { cert, headers = {} }: Call = {}): Promise<{ status: number; body: Obj }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request({ host: '127.0.0.1', port: server.port, path, ca: readFileSync(pki.caCert), cert: cert?.cert, key: cert?.key, headers, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) as Obj }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const sarsFor = (user: string) => api.accessReviews.filter((r) => r.user === user);
+
+describe('dns.spoke-agent.io on its own port', () => {
+  it('trusts the front proxy\'s headers: user, every group and the extras reach the SubjectAccessReview', async () => {
+    const res = await call(`${base}/resolutions/kubernetes.default.cluster1`, {
+      cert: frontProxy,
+      headers: { 'X-Remote-User': 'alice', 'X-Remote-Group': ['ops', 'a,b'], 'X-Remote-Extra-Scopes%2fToken': 'x' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ apiVersion: 'dns.spoke-agent.io/v1alpha1', kind: 'Resolution', metadata: { name: 'kubernetes.default.cluster1' }, spec: { type: 'A' } });
+    expect(res.body.status).toMatchObject({ action: 'rule', rcode: 'NOERROR', cnameChain: ['kubernetes.default.cluster1 -> kubernetes.default.svc.cluster.test'], addresses: ['127.0.0.1'] });
+    expect(res.body.status.reason).toMatch(/^rule --expose=default\/kubernetes/);
+    expect(sarsFor('alice').at(-1)).toMatchObject({
+      groups: ['ops', 'a,b', 'system:authenticated'],
+      extra: { 'scopes/token': ['x'] },
+      resourceAttributes: { verb: 'get', group: 'dns.spoke-agent.io', version: 'v1alpha1', resource: 'resolutions', name: 'kubernetes.default.cluster1' },
+    });
+  });
+
+  it('answers 403 with the reason as a Status for a user the API server does not allow', async () => {
+    const res = await call(`${base}/resolutions/cluster1`, { cert: frontProxy, headers: { 'X-Remote-User': 'bob' } });
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Forbidden', code: 403 });
+    expect(res.body.message).toBe('resolutions.dns.spoke-agent.io "cluster1" is forbidden: User "bob" cannot get resource "resolutions" in API group "dns.spoke-agent.io" at the cluster scope: no RBAC policy matched');
+  });
+
+  it('never trusts identity headers without the front-proxy certificate', async () => {
+    const forged = { 'X-Remote-User': 'system:admin', 'X-Remote-Group': 'system:masters' };
+    const before = sarsFor('system:admin').length;
+    expect(await call(`${base}/resolutions/cluster1`, { headers: forged })).toMatchObject({ status: 401, body: { kind: 'Status', reason: 'Unauthorized', code: 401 } });
+    // With another credential, the headers are ignored and that credential's user is judged.
+    const asCarol = await call(`${base}/resolutions/cluster1`, { cert: clientCa.issue('carol', { client: true }), headers: forged });
+    expect(asCarol.status).toBe(200);
+    const asDave = await call(`${base}/resolutions/cluster1`, { headers: { ...forged, authorization: 'Bearer dave-token' } });
+    expect(asDave.status).toBe(403);
+    expect(asDave.body.message).toMatch(/User "dave" cannot get/);
+    expect(sarsFor('system:admin').length).toBe(before);
+  });
+
+  it('answers 401 to a client certificate from another CA, and to a front-proxy CA certificate whose name is not allowed', async () => {
+    const headers = { 'X-Remote-User': 'alice' };
+    expect((await call(`${base}/resolutions/cluster1`, { cert: otherCa.issue('front-proxy-client', { client: true }), headers })).status).toBe(401);
+    expect((await call(`${base}/resolutions/cluster1`, { cert: frontProxyCa.issue('not-allowed', { client: true }), headers })).status).toBe(401);
+  });
+
+  it('judges a bearer token with TokenReview and SubjectAccessReview, caching both briefly', async () => {
+    expect((await call(`${base}/resolutions/cluster1?type=AAAA`, { headers: { authorization: 'Bearer carol-token' } })).body).toMatchObject({ kind: 'Resolution', spec: { type: 'AAAA' } });
+    expect((await call(`${base}/resolutions/cluster1`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
+    const reviews = () => api.requests.filter((r) => r.startsWith('POST /apis/authentication.k8s.io/v1/tokenreviews')).length;
+    const count = reviews();
+    const sars = sarsFor('carol').length;
+    expect((await call(`${base}/resolutions/cluster1?type=AAAA`, { headers: { authorization: 'Bearer carol-token' } })).status).toBe(200);
+    expect(reviews()).toBe(count);
+    expect(sarsFor('carol').length).toBe(sars);
+  });
+
+  it('takes a client-CA certificate\'s CN as the user and its O as groups', async () => {
+    const res = await call(`${base}/rules`, { cert: clientCa.issue('erin', { client: true, organizations: ['ops'] }) });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ kind: 'RuleList', naming: { cluster: 'cluster1' } });
+    expect(res.body.items[0]).toMatchObject({ kind: 'Rule', metadata: { name: 'cluster1' }, spec: { kind: 'cluster' } });
+    expect(sarsFor('erin').at(-1)).toMatchObject({ groups: ['ops', 'system:authenticated'], resourceAttributes: { verb: 'list', resource: 'rules' } });
+  });
+
+  it('serves discovery, and answers the aggregator\'s aggregated-discovery request with 406 so it falls back', async () => {
+    const aggregator = { cert: frontProxy, headers: { 'X-Remote-User': 'system:kube-aggregator' } };
+    const list = await call(base, aggregator);
+    expect(list.status).toBe(200);
+    expect(list.body).toMatchObject({ kind: 'APIResourceList', groupVersion: 'dns.spoke-agent.io/v1alpha1' });
+    expect(list.body.resources.map((r: { name: string }) => r.name)).toEqual(['resolutions', 'rules']);
+    expect(sarsFor('system:kube-aggregator').at(-1)).toMatchObject({ nonResourceAttributes: { verb: 'get', path: base } });
+    api.allowed.add('system:kube-aggregator get /apis');
+    const accept = 'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList';
+    expect(await call('/apis', { ...aggregator, headers: { ...aggregator.headers, accept } })).toMatchObject({ status: 406, body: { kind: 'Status', code: 406 } });
+    expect((await call('/apis', aggregator)).body).toMatchObject({ kind: 'APIGroupList', groups: [{ name: 'dns.spoke-agent.io', preferredVersion: { version: 'v1alpha1' } }] });
+  });
+
+  it('follows the ConfigMap: a front-proxy name taken off the allowed list stops being trusted', async () => {
+    const asAlice = () => call(`${base}/resolutions/cluster1`, { cert: frontProxy, headers: { 'X-Remote-User': 'alice' } });
+    expect((await asAlice()).status).toBe(200);
+    api.configMap('kube-system', 'extension-apiserver-authentication', authenticationData(['another-proxy']));
+    const deadline = Date.now() + 10_000;
+    while ((await asAlice()).status !== 401) {
+      if (Date.now() > deadline) throw new Error('the allowed names did not change within 10 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    api.configMap('kube-system', 'extension-apiserver-authentication', authenticationData([]));
+    const anyName = frontProxyCa.issue('any-proxy-name', { client: true });
+    while ((await call(`${base}/resolutions/cluster1`, { cert: anyName, headers: { 'X-Remote-User': 'alice' } })).status !== 200) {
+      if (Date.now() > deadline) throw new Error('an empty allowed list did not accept any name within 10 s');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  });
+
+  it('refuses to start when the ConfigMap is unreadable, naming the RBAC that is missing', async () => {
+    api.failNext(1, 403, (path) => path.includes('/namespaces/kube-system/configmaps'));
+    const attempt = startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(api.kubeconfigPath)! });
+    await expect(attempt).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication \(HTTP 403\): bind the Role kube-system\/extension-apiserver-authentication-reader/);
+  });
+
+  it('the agent command refuses --api-server-port without a serving certificate', async () => {
+    const child = runCli(['--cluster-name=cluster1', '--api-server-port=8443', '--health-server-port=0']);
+    expect((await child.exited).code).toBe(2);
+    expect(child.stderr()).toMatch(/--api-server-port needs --api-tls-cert-file and --api-tls-private-key-file/);
+  });
+});
