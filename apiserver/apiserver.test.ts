@@ -1,0 +1,121 @@
+// The pure decisions of the aggregated API: the ConfigMap's parse, who a request is, what it asks
+// to do, and content negotiation.
+import { X509Certificate } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { createCa } from '../hub/ephemeral-pki.js';
+import { forbiddenMessage, requestAttributes } from './attributes.js';
+import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
+import { subjectNames, verifyClientChain } from './certificates.js';
+import { acceptsJson } from './discovery.js';
+
+const frontProxyCa = createCa('front-proxy-ca');
+const clientCa = createCa('client-ca');
+const x509 = (pem: string) => new X509Certificate(pem);
+const data = {
+  'client-ca-file': clientCa.cert,
+  'requestheader-client-ca-file': frontProxyCa.cert,
+  'requestheader-allowed-names': '["front-proxy-client"]',
+  'requestheader-username-headers': '["X-Remote-User"]',
+  'requestheader-group-headers': '["X-Remote-Group"]',
+  'requestheader-extra-headers-prefix': '["X-Remote-Extra-"]',
+};
+const { config } = parseAuthenticationConfig(data);
+const now = new Date();
+const frontProxy = [x509(frontProxyCa.issue('front-proxy-client', { client: true }).cert)];
+
+describe('parseAuthenticationConfig', () => {
+  it('reads both bundles and the header names (lower-cased), and keeps the PEM for the TLS layer', () => {
+    expect(config.requestHeader).toMatchObject({ allowedNames: ['front-proxy-client'], usernameHeaders: ['x-remote-user'], groupHeaders: ['x-remote-group'], extraHeaderPrefixes: ['x-remote-extra-'] });
+    expect(config.clientCa).toHaveLength(1);
+    expect(config.caPem).toEqual([clientCa.cert, frontProxyCa.cert]);
+  });
+
+  it('leaves out what it cannot read and says why', () => {
+    const { config: c, problems } = parseAuthenticationConfig({ 'client-ca-file': 'garbage', 'requestheader-client-ca-file': frontProxyCa.cert, 'requestheader-allowed-names': '{"a":1}' });
+    expect(c.clientCa).toBeUndefined();
+    expect(c.requestHeader?.allowedNames).toEqual([]);
+    expect(problems).toEqual(['client-ca-file: no PEM certificate', 'requestheader-allowed-names: not a JSON array of strings', 'requestheader-username-headers: empty, so no request through the aggregator names a user']);
+    expect(parseAuthenticationConfig(undefined)).toEqual({ config: { caPem: [], clientCa: undefined }, problems: [] });
+  });
+});
+
+describe('authenticate', () => {
+  it('takes the user, every group and the extras from the front proxy\'s headers', () => {
+    const headers = { 'x-remote-user': ['alice'], 'x-remote-group': ['ops', 'a,b'], 'x-remote-extra-scopes%2fx': ['1', '2'], authorization: ['Bearer ignored'] };
+    expect(authenticate(config, { chain: frontProxy, headers }, now)).toEqual({ kind: 'user', method: 'front-proxy', user: { username: 'alice', groups: ['ops', 'a,b'], extra: { 'scopes/x': ['1', '2'] } } });
+  });
+
+  it('ignores identity headers on a request without the front-proxy certificate', () => {
+    const headers = { 'x-remote-user': ['system:admin'], 'x-remote-group': ['system:masters'] };
+    expect(authenticate(config, { chain: [], headers }, now)).toMatchObject({ kind: 'none' });
+    expect(authenticate(config, { chain: [], headers: { ...headers, authorization: ['Bearer t0k'] } }, now)).toEqual({ kind: 'token', token: 't0k' });
+    const carol = [x509(clientCa.issue('carol', { client: true, organizations: ['ops', 'dev'] }).cert)];
+    expect(authenticate(config, { chain: carol, headers }, now)).toEqual({ kind: 'user', method: 'x509', user: { username: 'carol', groups: ['ops', 'dev'] } });
+  });
+
+  it('refuses a front-proxy CA certificate whose name is not allowed, and any name when the list is empty', () => {
+    const other = [x509(frontProxyCa.issue('someone-else', { client: true }).cert)];
+    const headers = { 'x-remote-user': ['alice'] };
+    expect(authenticate(config, { chain: other, headers }, now)).toEqual({ kind: 'none', reasons: ['front-proxy certificate "someone-else" is not in requestheader-allowed-names'] });
+    const open = parseAuthenticationConfig({ ...data, 'requestheader-allowed-names': '[]' }).config;
+    expect(authenticate(open, { chain: other, headers }, now)).toMatchObject({ kind: 'user', user: { username: 'alice' } });
+  });
+
+  it('refuses certificates from another CA, and falls through when the front proxy names nobody', () => {
+    const stranger = [x509(createCa('other').issue('front-proxy-client', { client: true }).cert)];
+    expect(authenticate(config, { chain: stranger, headers: { 'x-remote-user': ['alice'] } }, now)).toEqual({ kind: 'none', reasons: ['client certificate does not chain to requestheader-client-ca-file or client-ca-file'] });
+    expect(authenticate(config, { chain: frontProxy, headers: {} }, now)).toMatchObject({ kind: 'none', reasons: ['front-proxy certificate "front-proxy-client" sent no x-remote-user header'] });
+  });
+
+  it('adds system:authenticated once', () => {
+    expect(withAuthenticatedGroup({ username: 'a' }).groups).toEqual(['system:authenticated']);
+    expect(withAuthenticatedGroup({ username: 'a', groups: ['system:authenticated', 'x'] }).groups).toEqual(['system:authenticated', 'x']);
+  });
+});
+
+describe('certificates', () => {
+  it('checks validity, signature and the client-auth usage', () => {
+    const anchors = [x509(clientCa.cert)];
+    const leaf = x509(clientCa.issue('carol', { client: true }).cert);
+    expect(verifyClientChain([leaf], anchors, now)).toBe(true);
+    expect(verifyClientChain([leaf], anchors, new Date(Date.now() + 30 * 86_400_000))).toBe(false);
+    expect(verifyClientChain([leaf], [x509(frontProxyCa.cert)], now)).toBe(false);
+    expect(verifyClientChain([], anchors, now)).toBe(false);
+  });
+
+  it('reads CN and O from the DER, so a crafted value cannot pose as another attribute', () => {
+    const cert = x509(clientCa.issue('alice\nO=system:masters', { client: true, organizations: ['ops, team'] }).cert);
+    expect(subjectNames(cert)).toEqual({ commonName: 'alice\nO=system:masters', organizations: ['ops, team'] });
+  });
+});
+
+describe('requestAttributes', () => {
+  const at = (method: string, path: string) => requestAttributes(method, new URL(path, 'https://x'));
+  it('names resource requests as RequestInfo does, and everything else by path', () => {
+    const gv = { group: 'dns.spoke-agent.io', version: 'v1alpha1' };
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/resolutions/cluster1?type=AAAA')).toEqual({ verb: 'get', ...gv, resource: 'resolutions', name: 'cluster1' });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'list', ...gv, resource: 'rules' });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/rules?watch=true')).toEqual({ verb: 'watch', ...gv, resource: 'rules' });
+    expect(at('POST', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'create', ...gv, resource: 'rules' });
+    expect(at('DELETE', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'deletecollection', ...gv, resource: 'rules' });
+    expect(at('PUT', '/apis/g/v/things/a/status')).toEqual({ verb: 'update', group: 'g', version: 'v', resource: 'things', name: 'a', subresource: 'status' });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1')).toEqual({ verb: 'get', path: '/apis/dns.spoke-agent.io/v1alpha1' });
+    expect(at('GET', '/apis')).toEqual({ verb: 'get', path: '/apis' });
+    expect(at('GET', '/openapi/v2')).toEqual({ verb: 'get', path: '/openapi/v2' });
+  });
+
+  it('words a 403 as the API server does', () => {
+    expect(forbiddenMessage('bob', { verb: 'get', path: '/apis' }, undefined)).toBe('forbidden: User "bob" cannot get path "/apis"');
+    expect(forbiddenMessage('bob', { verb: 'list', group: 'g', version: 'v', resource: 'rules' }, 'no')).toBe('rules.g is forbidden: User "bob" cannot list resource "rules" in API group "g" at the cluster scope: no');
+  });
+});
+
+describe('acceptsJson', () => {
+  it('serves plain JSON unless only another kind is asked for', () => {
+    expect(acceptsJson(undefined)).toBe(true);
+    expect(acceptsJson('application/json, */*')).toBe(true);
+    expect(acceptsJson('application/json;as=Table;v=v1;g=meta.k8s.io,application/json')).toBe(true);
+    expect(acceptsJson('application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList')).toBe(false);
+    expect(acceptsJson('application/vnd.kubernetes.protobuf')).toBe(false);
+  });
+});
