@@ -8,6 +8,8 @@ import { join, posix, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
+import { group, resources, version as apiVersion } from '../apiserver/discovery.js';
+import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
@@ -36,7 +38,7 @@ const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')
 const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))![1]!) as string[];
 
 // Flags naming files: on this machine they do not exist, in the pod they must lie in a mounted volume.
-const fileFlags = ['ca-cert', 'agent-cert', 'agent-key', 'service-account-token-path', 'rules-file', 'kubeconfig'];
+const fileFlags = ['ca-cert', 'agent-cert', 'agent-key', 'service-account-token-path', 'rules-file', 'kubeconfig', 'api-tls-cert-file', 'api-tls-private-key-file'];
 
 /** The agent's own parse of a container's args and env (downward-API values filled in as the kubelet would). */
 function parseContainer(pod: Obj, container: Obj, namespace: string) {
@@ -263,5 +265,53 @@ describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, 
     const cm = one(objs, 'ConfigMap', 'spoke-agent-dashboard');
     expect(cm.metadata.labels).toMatchObject({ grafana_dashboard: '1' });
     expect(JSON.parse(cm.data['spoke-agent.json'])).toEqual(JSON.parse(readFileSync(join(manifests, 'monitoring/dashboard.json'), 'utf8')));
+  });
+});
+
+describe('manifests/components/dns-api (kubectl through the aggregation layer)', () => {
+  // The base with the component, as `components: [components/dns-api]` in it would render.
+  const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
+  const base = relative(dir, manifests);
+  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, 'components/dns-api')}\n`);
+  const objs = render(dir);
+  rmSync(dir, { recursive: true });
+  const ds = one(objs, 'DaemonSet', 'spoke-agent');
+  const ns = ds.metadata.namespace as string;
+  const pod = ds.spec.template.spec as Obj;
+  const container = (pod.containers as Obj[]).find((c) => c.name === 'spoke-agent')!;
+  const { values, volumeOf } = parseContainer(pod, container, ns);
+  const apiService = one(objs, 'APIService');
+  const sa = one(objs, 'ServiceAccount');
+  const subject = [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns }];
+
+  it('serves the API with the serving certificate from a Secret, on a declared container port', () => {
+    expect(servesApi(values)).toBe(true);
+    expect(validateApiServerOptions(values)).toBeUndefined();
+    for (const path of [values.apiTlsCertFile, values.apiTlsPrivateKeyFile]) expect(volumeOf(path).volume.secret?.secretName, path).toBe('spoke-agent-api-tls');
+    expect((container.ports as Obj[]).find((p) => p.name === 'api')).toMatchObject({ containerPort: values.apiServerPort, protocol: 'TCP' });
+  });
+
+  it('registers the group and version the agent serves, at a Service that reaches that port, with a CA bundle and verification on', () => {
+    expect(apiService.metadata.name).toBe(`${apiVersion}.${group}`);
+    expect(apiService.spec).toMatchObject({ group, version: apiVersion });
+    expect(apiService.spec.insecureSkipTLSVerify).toBeUndefined();
+    expect(apiService.spec.caBundle).toEqual(expect.any(String));
+    const svc = one(objs, 'Service', apiService.spec.service.name);
+    expect(svc.metadata.namespace).toBe(apiService.spec.service.namespace);
+    expect(svc.spec.selector).toEqual(ds.spec.selector.matchLabels);
+    const port = (svc.spec.ports as Obj[]).find((p) => p.port === apiService.spec.service.port)!;
+    expect((container.ports as Obj[]).find((p) => p.name === port.targetPort || p.containerPort === port.targetPort)?.containerPort).toBe(values.apiServerPort);
+  });
+
+  it('RBAC: the agent reads extension-apiserver-authentication and delegates auth; people get a role for exactly what is served', () => {
+    expect(one(objs, 'RoleBinding', 'spoke-agent-authentication-reader')).toMatchObject({
+      metadata: { namespace: 'kube-system' },
+      roleRef: { kind: 'Role', name: 'extension-apiserver-authentication-reader' },
+      subjects: subject,
+    });
+    expect(one(objs, 'ClusterRoleBinding')).toMatchObject({ roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' }, subjects: subject });
+    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-debugger').rules).toEqual(Object.values(resources).map((r) => ({ apiGroups: [group], resources: [r.name], verbs: r.verbs })));
+    // Bound to nobody here.
+    expect(objs.filter((o) => o.roleRef?.name === 'spoke-agent-dns-debugger')).toEqual([]);
   });
 });
