@@ -1,12 +1,10 @@
 // manifests/ rendered by the real `kubectl kustomize` (test/support/global-setup.ts installs it), then
 // checked against the agent itself: its flag parser accepts the container args, and probes, ports and
 // mounts agree with the flag values those args produce.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, posix, relative } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { group, resources, version as apiVersion } from '../apiserver/discovery.js';
 import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
@@ -17,16 +15,9 @@ import { defaultRulesConfigmap, validateKubeOptions } from '../kube/options.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/options.js';
+import { manifestsDir as manifests, render, renderWithComponent, type Obj } from './support/kustomize.js';
 import { repoRoot } from './support/processes.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rendered Kubernetes objects are plain data */
-type Obj = Record<string, any>;
-
-const manifests = join(repoRoot, 'manifests');
-const render = (dir: string): Obj[] =>
-  parseAllDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }))
-    .map((d) => d.toJS() as Obj)
-    .filter(Boolean);
 const one = (objs: Obj[], kind: string, name?: string) => {
   const found = objs.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
   expect(found, `${kind} ${name ?? ''}`).toHaveLength(1);
@@ -269,12 +260,7 @@ describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, 
 });
 
 describe('manifests/components/dns-api (kubectl through the aggregation layer)', () => {
-  // The base with the component, as `components: [components/dns-api]` in it would render.
-  const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
-  const base = relative(dir, manifests);
-  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, 'components/dns-api')}\n`);
-  const objs = render(dir);
-  rmSync(dir, { recursive: true });
+  const objs = renderWithComponent('dns-api');
   const ds = one(objs, 'DaemonSet', 'spoke-agent');
   const ns = ds.metadata.namespace as string;
   const pod = ds.spec.template.spec as Obj;

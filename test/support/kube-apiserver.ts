@@ -1,0 +1,174 @@
+// A real kube-apiserver and etcd on loopback, for tests that must meet the real API (RBAC,
+// TokenReview, SubjectAccessReview, the aggregation layer). The binaries are not part of the project:
+// they are found in KUBE_BIN_DIR (default ~/.cache/spoke-agent/kube), built as README.md
+// ("Tests against a real kube-apiserver") says; tests skip with a note where they are absent.
+// Everything listens on 127.0.0.1 with ephemeral ports; the PKI is generated into a temporary folder.
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { createCa, type Ca } from '../../hub/ephemeral-pki.js';
+import { run, type Child } from './processes.js';
+import { unusedPort } from './targets.js';
+
+export const kubeBinDir = process.env.KUBE_BIN_DIR ?? join(homedir(), '.cache/spoke-agent/kube');
+
+/** Why the binaries cannot be used here, or undefined when they can. */
+export function kubeBinariesMissing(): string | undefined {
+  for (const name of ['kube-apiserver', 'etcd']) {
+    try {
+      accessSync(join(kubeBinDir, name), constants.X_OK);
+    } catch {
+      return `no executable ${name} in ${kubeBinDir} (set KUBE_BIN_DIR; README.md, "Tests against a real kube-apiserver")`;
+    }
+  }
+  return undefined;
+}
+
+/** Static-token users: name -> [token, groups]. */
+const users: Record<string, [string, string[]]> = {
+  admin: ['admin-token', ['system:masters']],
+  alice: ['alice-token', []],
+  bob: ['bob-token', []],
+  'system:serviceaccount:spoke-agent:spoke-agent': ['spoke-agent-token', ['system:serviceaccounts', 'system:serviceaccounts:spoke-agent']],
+};
+export type KubeUser = keyof typeof users;
+
+export interface KubeApiServer {
+  url: string;
+  dir: string;
+  /** The CA of the API server's serving certificate (PEM). */
+  servingCa: Ca;
+  /** The CA the API server trusts for x509 users (--client-ca-file). */
+  clientCa: Ca;
+  /** The front-proxy CA (--requestheader-client-ca-file). */
+  frontProxyCa: Ca;
+  token(user: KubeUser): string;
+  /** A kubeconfig file that authenticates as `user`. */
+  kubeconfig(user: KubeUser): string;
+  /** Runs kubectl as `user`; resolves with its output and exit code. */
+  kubectl(user: KubeUser, args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  close(): Promise<void>;
+}
+
+const write = (dir: string, name: string, text: string) => {
+  const path = join(dir, name);
+  writeFileSync(path, text, { mode: 0o600 });
+  return path;
+};
+
+async function stop(child: Child | undefined): Promise<void> {
+  if (!child) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await child.exited;
+  clearTimeout(timer);
+}
+
+function get(url: string, ca: string, token: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = https.get(url, { ca, headers: { authorization: `Bearer ${token}` }, agent: false, timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve(0));
+    req.on('timeout', () => req.destroy());
+  });
+}
+
+export async function startKubeApiServer(): Promise<KubeApiServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'spoke-kube-'));
+  const [etcdPort, peerPort, port] = [await unusedPort(), await unusedPort(), await unusedPort()];
+  const servingCa = createCa('kube-serving-ca');
+  const clientCa = createCa('kube-client-ca');
+  const frontProxyCa = createCa('kube-front-proxy-ca');
+  const serving = servingCa.issue('kube-apiserver', { serverNames: ['127.0.0.1', 'localhost', 'kubernetes.default.svc'] });
+  const proxyClient = frontProxyCa.issue('front-proxy-client', { client: true });
+  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  const file = (name: string, text: string) => write(dir, name, text);
+  const tokens = Object.entries(users).map(([name, [token, groups]]) => `${token},${name},uid-${token}${groups.length ? `,"${groups.join(',')}"` : ''}`);
+  const url = `https://127.0.0.1:${port}`;
+
+  let etcd: Child | undefined;
+  let apiserver: Child | undefined;
+  const close = async () => {
+    await stop(apiserver);
+    await stop(etcd);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const peer = `http://127.0.0.1:${peerPort}`;
+    const client = `http://127.0.0.1:${etcdPort}`;
+    etcd = run(join(kubeBinDir, 'etcd'), [
+      '--name=test',
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=${client}`,
+      `--advertise-client-urls=${client}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=test=${peer}`,
+    ]);
+    await etcd.waitFor(/ready to serve client requests/, 30_000);
+    apiserver = run(join(kubeBinDir, 'kube-apiserver'), [
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${port}`,
+      `--etcd-servers=${client}`,
+      `--tls-cert-file=${file('apiserver.crt', serving.cert)}`,
+      `--tls-private-key-file=${file('apiserver.key', serving.key)}`,
+      `--client-ca-file=${file('client-ca.crt', clientCa.cert)}`,
+      `--token-auth-file=${file('tokens.csv', `${tokens.join('\n')}\n`)}`,
+      '--authorization-mode=Node,RBAC',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${file('sa.key', saKey)}`,
+      `--service-account-signing-key-file=${join(dir, 'sa.key')}`,
+      '--service-cluster-ip-range=10.96.0.0/16',
+      '--disable-admission-plugins=ServiceAccount',
+      '--endpoint-reconciler-type=none',
+      `--requestheader-client-ca-file=${file('front-proxy-ca.crt', frontProxyCa.cert)}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${file('front-proxy-client.crt', proxyClient.cert)}`,
+      `--proxy-client-key-file=${file('front-proxy-client.key', proxyClient.key)}`,
+    ]);
+    const deadline = Date.now() + 60_000;
+    while ((await get(`${url}/readyz`, servingCa.cert, users.admin![0])) !== 200) {
+      if (Date.now() > deadline) throw new Error(`kube-apiserver not ready within 60 s:\n${apiserver.stderr().slice(-3000)}`);
+      const exited = await Promise.race([apiserver.exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 250))]);
+      if (exited) throw new Error(`kube-apiserver exited:\n${apiserver.stderr().slice(-3000)}`);
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+
+  const caFile = file('serving-ca.crt', servingCa.cert);
+  const kubeconfig = (user: KubeUser) =>
+    file(
+      `${user.replace(/:/g, '-')}.kubeconfig`,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: test, cluster: {server: "${url}", certificate-authority: "${caFile}"}}]`,
+        `users: [{name: "${user}", user: {token: ${users[user]![0]}}}]`,
+        'contexts: [{name: test, context: {cluster: test, user: "' + user + '"}}]',
+        'current-context: test',
+        '',
+      ].join('\n'),
+    );
+  const kubectl = (user: KubeUser, args: string[], input?: string) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const child = execFile('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: unknown }).code as number) || 1 : 0, stdout, stderr });
+      });
+      if (input !== undefined) child.stdin!.end(input);
+      else child.stdin!.end();
+    });
+  return { url, dir, servingCa, clientCa, frontProxyCa, token: (user) => users[user]![0], kubeconfig, kubectl, close };
+}
+

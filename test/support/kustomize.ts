@@ -1,0 +1,31 @@
+// manifests/ rendered by the real `kubectl kustomize`, alone or with one of its components (as
+// `components: [components/NAME]` in its kustomization.yaml would render it).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, posix, relative } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { repoRoot } from './processes.js';
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- rendered Kubernetes objects are plain data */
+export type Obj = Record<string, any>;
+
+export const manifestsDir = join(repoRoot, 'manifests');
+
+export function render(dir: string): Obj[] {
+  return parseAllDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }))
+    .map((d) => d.toJS() as Obj)
+    .filter(Boolean);
+}
+
+/** The base with `components/<name>`; kustomize takes only relative paths, hence the temporary kustomization. */
+export function renderWithComponent(name: string): Obj[] {
+  const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
+  const base = relative(dir, manifestsDir);
+  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, 'components', name)}\n`);
+  try {
+    return render(dir);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+}
