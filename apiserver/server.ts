@@ -14,6 +14,7 @@ import type { Registry } from 'prom-client';
 import { TlsFingerprint } from '../agent/credentials.js';
 import { tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
 import { TtlCache } from '../kube/ttl-cache.js';
+import { closeServer, listenOn } from '../observability/listen.js';
 import type { Logger } from '../observability/log.js';
 import { forbiddenMessage, requestAttributes } from './attributes.js';
 import { authenticate, withAuthenticatedGroup, type AuthenticationConfig } from './authentication.js';
@@ -162,21 +163,14 @@ export class ApiServer {
   }
 
   async listen(): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(this.opts.port, this.opts.host || undefined, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
+    const address = await listenOn(this.server, this.opts.port, this.opts.host);
     this.certTimer = setInterval(() => this.reloadCertificate(), this.opts.certCheckMs ?? 30_000);
     this.certTimer.unref();
-    return this.server.address() as AddressInfo;
+    return address;
   }
 
-  async close(): Promise<void> {
+  close(): Promise<void> {
     clearInterval(this.certTimer);
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    return closeServer(this.server);
   }
 }

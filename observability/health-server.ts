@@ -5,6 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry, collectDefaultMetrics } from 'prom-client';
+import { closeServer, listenOn } from './listen.js';
 import type { Logger } from './log.js';
 
 export interface ReadinessCheck {
@@ -108,19 +109,11 @@ export class HealthServer {
   }
 
   /** On the options' port, or `port` (0: any free one). */
-  async listen(port = this.opts.port): Promise<AddressInfo> {
-    await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, this.opts.host || undefined, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
-    return this.server.address() as AddressInfo;
+  listen(port = this.opts.port): Promise<AddressInfo> {
+    return listenOn(this.server, port, this.opts.host);
   }
 
-  async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  close(): Promise<void> {
+    return closeServer(this.server);
   }
 }
