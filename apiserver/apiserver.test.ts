@@ -102,6 +102,7 @@ describe('requestAttributes', () => {
     expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1')).toEqual({ verb: 'get', path: '/apis/dns.spoke-agent.io/v1alpha1' });
     expect(at('GET', '/apis')).toEqual({ verb: 'get', path: '/apis' });
     expect(at('GET', '/openapi/v2')).toEqual({ verb: 'get', path: '/openapi/v2' });
+    expect(at('GET', '/apis/g/v/things/a%zz')).toMatchObject({ name: 'a%zz' });
   });
 
   it('words a 403 as the API server does', () => {

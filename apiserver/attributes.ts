@@ -5,12 +5,21 @@
 // lower-cased method as verb. Pure.
 import type { AccessAttributes } from '../kube/delegated-auth.js';
 
+/** A path segment decoded; a malformed escape stays as sent (it then matches nothing). */
+export function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
 const resourceVerbs: Record<string, string> = { POST: 'create', PUT: 'update', PATCH: 'patch' };
 
 export function requestAttributes(method: string, url: URL): AccessAttributes {
   const parts = url.pathname.split('/').filter((p) => p !== '');
   if (parts[0] !== 'apis' || parts.length < 4 || parts.length > 6) return { verb: method.toLowerCase(), path: url.pathname };
-  const [, group, version, resource, name, subresource] = parts.map((p) => decodeURIComponent(p)) as [string, string, string, string, string?, string?];
+  const [, group, version, resource, name, subresource] = parts.map(decodeSegment) as [string, string, string, string, string?, string?];
   let verb = resourceVerbs[method] ?? method.toLowerCase();
   if (method === 'GET' || method === 'HEAD') verb = name === undefined ? (['true', '1'].includes(url.searchParams.get('watch') ?? '') ? 'watch' : 'list') : 'get';
   if (method === 'DELETE' && name === undefined) verb = 'deletecollection';

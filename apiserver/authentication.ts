@@ -10,6 +10,7 @@
 // name a user with them. Pure: the certificates and headers come in, a decision goes out.
 import type { X509Certificate } from 'node:crypto';
 import type { UserInfo } from '../kube/delegated-auth.js';
+import { decodeSegment } from './attributes.js';
 import { parseBundle, subjectNames, verifyClientChain } from './certificates.js';
 
 export const authenticationConfigMap = { namespace: 'kube-system', name: 'extension-apiserver-authentication' };
@@ -86,14 +87,6 @@ export interface RequestCredentials {
   headers: Record<string, string[] | undefined>;
 }
 
-// Header names carry extra keys escaped (client-go's headerKeyEscape): %XX for what a header name cannot hold.
-function unescapeExtraKey(key: string): string {
-  try {
-    return decodeURIComponent(key);
-  } catch {
-    return key;
-  }
-}
 
 function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['headers']): UserInfo | undefined {
   const username = rh.usernameHeaders.map((h) => headers[h]?.find((v) => v.trim() !== '')).find((v) => v !== undefined);
@@ -103,7 +96,8 @@ function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['heade
   for (const [name, values] of Object.entries(headers)) {
     const prefix = rh.extraHeaderPrefixes.find((p) => name.startsWith(p));
     if (!prefix || !values) continue;
-    const key = unescapeExtraKey(name.slice(prefix.length)).toLowerCase();
+    // Extra keys arrive escaped (client-go's headerKeyEscape): %XX for what a header name cannot hold.
+    const key = decodeSegment(name.slice(prefix.length)).toLowerCase();
     (extra[key] ??= []).push(...values);
   }
   return { username: username.trim(), groups, ...(Object.keys(extra).length ? { extra } : {}) };

@@ -3,6 +3,7 @@
 import type { Resolver } from '../dns/resolver.js';
 import { explain } from '../dns/explain.js';
 import type { RuleHolder } from '../rules/holder.js';
+import { decodeSegment } from './attributes.js';
 import { acceptsJson, apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { resolution, ruleList, status } from './objects.js';
 
@@ -38,7 +39,7 @@ export async function route(method: string, url: URL, accept: string | undefined
   const prefix = `/apis/${groupVersion}/${resources.resolutions.name}/`;
   if (!url.pathname.startsWith(prefix) || url.pathname.slice(prefix.length).includes('/')) return notFound(url.pathname);
   if (!read) return onlyVerbs(resources.resolutions.verbs, resources.resolutions.name);
-  const name = decodeURIComponent(url.pathname.slice(prefix.length));
+  const name = decodeSegment(url.pathname.slice(prefix.length));
   try {
     return { code: 200, body: resolution(await explain(deps.resolver, name, url.searchParams.get('type') ?? 'A')) };
   } catch (err) {
