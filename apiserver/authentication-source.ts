@@ -9,7 +9,7 @@ import type { Registry } from 'prom-client';
 import { authenticationConfigMap, parseAuthenticationConfig, type AuthenticationConfig } from './authentication.js';
 
 const ref = `${authenticationConfigMap.namespace}/${authenticationConfigMap.name}`;
-const rbacHint = `bind the Role ${authenticationConfigMap.namespace}/extension-apiserver-authentication-reader to the agent's ServiceAccount with a RoleBinding in ${authenticationConfigMap.namespace} (manifests/components/dns-api has it)`;
+const rbacHint = `bind the Role ${authenticationConfigMap.namespace}/extension-apiserver-authentication-reader to the agent's ServiceAccount with a RoleBinding in ${authenticationConfigMap.namespace} (manifests/dns-api has it)`;
 
 export interface AuthenticationSourceOptions {
   kubeConfig: KubeConfig;

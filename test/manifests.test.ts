@@ -216,19 +216,7 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
 });
 
 describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, Grafana dashboard)', () => {
-  // An overlay as a user writes one: the base plus the component. Kustomize wants relative paths and
-  // refuses an overlay inside the base's folder, so it lives in a temporary one.
-  const dir = mkdtempSync(join(tmpdir(), 'spoke-overlay-'));
-  let objs: Obj[];
-  try {
-    writeFileSync(
-      join(dir, 'kustomization.yaml'),
-      ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', `resources: [${relative(dir, manifests)}]`, `components: [${relative(dir, join(manifests, 'monitoring'))}]`, ''].join('\n'),
-    );
-    objs = render(dir);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const objs = renderWithComponent('monitoring');
   const base = render(manifests);
   const ds = one(objs, 'DaemonSet', 'spoke-agent');
   const ns = ds.metadata.namespace as string;
@@ -259,7 +247,7 @@ describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, 
   });
 });
 
-describe('manifests/components/dns-api (kubectl through the aggregation layer)', () => {
+describe('manifests/dns-api (optional component: kubectl through the aggregation layer)', () => {
   const objs = renderWithComponent('dns-api');
   const ds = one(objs, 'DaemonSet', 'spoke-agent');
   const ns = ds.metadata.namespace as string;
@@ -269,6 +257,13 @@ describe('manifests/components/dns-api (kubectl through the aggregation layer)',
   const apiService = one(objs, 'APIService');
   const sa = one(objs, 'ServiceAccount');
   const subject = [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns }];
+
+  it('adds the APIService, its Service and RBAC, and changes nothing in the base but the DaemonSet', () => {
+    const base = render(manifests);
+    const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['APIService/v1alpha1.dns.spoke-agent.io', 'ClusterRole/spoke-agent-dns-debugger', 'RoleBinding/spoke-agent-authentication-reader', 'Service/spoke-agent-api']);
+    expect(objs.filter((o) => !added.includes(o) && o.kind !== 'DaemonSet')).toEqual(base.filter((o) => o.kind !== 'DaemonSet'));
+  });
 
   it('serves the API with the serving certificate from a Secret, on a declared container port', () => {
     expect(servesApi(values)).toBe(true);

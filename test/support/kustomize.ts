@@ -18,11 +18,14 @@ export function render(dir: string): Obj[] {
     .filter(Boolean);
 }
 
-/** The base with `components/<name>`; kustomize takes only relative paths, hence the temporary kustomization. */
+/**
+ * The base with the component in `manifests/<name>`, as a user's overlay includes it. Kustomize
+ * wants relative paths and refuses an overlay inside the base's folder, so it lives in a temporary one.
+ */
 export function renderWithComponent(name: string): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
   const base = relative(dir, manifestsDir);
-  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, 'components', name)}\n`);
+  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, name)}\n`);
   try {
     return render(dir);
   } finally {
