@@ -62,6 +62,8 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       '--health-server-port=0',
       `--kubeconfig=${kube.kubeconfig('system:serviceaccount:spoke-agent:spoke-agent')}`,
       '--debug-auth=false',
+      '--log-format=json',
+      '--log-level=debug', // each API request is logged with its user and how it was authenticated
       `--api-server-port=${apiPort}`,
       '--api-server-bind-address=127.0.0.1',
       `--api-tls-cert-file=${cert}`,
@@ -93,6 +95,9 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     expect(resolution.status).toMatchObject({ action: 'rule', rcode: 'NOERROR', addresses: ['127.0.0.1'], cnameChain: ['kubernetes.default.cluster1 -> kubernetes.default.svc.cluster.test'] });
     const aaaa = await kube.kubectl('alice', ['get', '--raw', `${base}/resolutions/cluster1?type=AAAA`]);
     expect(JSON.parse(aaaa.stdout)).toMatchObject({ spec: { type: 'AAAA' } });
+    // The agent saw alice, named by the aggregator over its front-proxy certificate.
+    const seen = agent!.stdout().split('\n').filter((l) => l.includes('"msg":"API request"')).map((l) => JSON.parse(l) as Obj);
+    expect(seen).toContainEqual(expect.objectContaining({ user: 'alice', authentication: 'front-proxy', code: 200, url: `${base}/resolutions/kubernetes.default.cluster1` }));
   });
 
   it('is 403 for a user without it', async () => {
