@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { group, resources, version as apiVersion } from '../apiserver/discovery.js';
 import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
