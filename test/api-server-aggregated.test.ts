@@ -19,7 +19,7 @@ import { unusedPort } from './support/targets.js';
 import { createLogger } from '../observability/log.js';
 
 const missing = kubeBinariesMissing();
-if (missing) console.warn(`test/api-server-aggregated.test.ts skipped: ${missing}`);
+if (missing) console.warn(`api-server-aggregated: ${missing}`);
 
 const base = `/apis/${group}/${version}`;
 const apiServiceName = `${version}.${group}`;

@@ -1,32 +1,25 @@
 // A real kube-apiserver and etcd on loopback, for tests that must meet the real API (RBAC,
 // TokenReview, SubjectAccessReview, the aggregation layer). The binaries are not part of the project:
-// they are found in KUBE_BIN_DIR (default ~/.cache/spoke-agent/kube), built as README.md
-// ("Tests against a real kube-apiserver") says; tests skip with a note where they are absent.
+// they are found in KUBE_BIN_DIR, else ~/.cache/spoke-agent/kube once it holds READY
+// (reference-bins.ts), built as README.md says; tests skip with a note where they are absent.
 // Everything listens on 127.0.0.1 with ephemeral ports; the PKI is generated into a temporary folder.
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { createCa, type Ca } from '../../hub/ephemeral-pki.js';
 import { run, type Child } from './processes.js';
+import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
 
-export const kubeBinDir = process.env.KUBE_BIN_DIR ?? join(homedir(), '.cache/spoke-agent/kube');
+const binaries = ['kube-apiserver', 'etcd'];
+const kubeBinDir = referenceBinDir('KUBE_BIN_DIR', 'kube', binaries);
 
-/** Why the binaries cannot be used here, or undefined when they can. */
-export function kubeBinariesMissing(): string | undefined {
-  for (const name of ['kube-apiserver', 'etcd']) {
-    try {
-      accessSync(join(kubeBinDir, name), constants.X_OK);
-    } catch {
-      return `no executable ${name} in ${kubeBinDir} (set KUBE_BIN_DIR; README.md, "Tests against a real kube-apiserver")`;
-    }
-  }
-  return undefined;
-}
+/** Why the binaries cannot be used here (the skip note), or undefined when they can. */
+export const kubeBinariesMissing = (): string | undefined => (kubeBinDir ? undefined : missingBinariesNote('KUBE_BIN_DIR', 'kube', binaries));
 
 /** Static-token users: name -> [token, groups]. */
 const users: Record<string, [string, string[]]> = {
@@ -80,6 +73,7 @@ function get(url: string, ca: string, token: string): Promise<number> {
 }
 
 export async function startKubeApiServer(): Promise<KubeApiServer> {
+  if (!kubeBinDir) throw new Error(kubeBinariesMissing());
   const dir = mkdtempSync(join(tmpdir(), 'spoke-kube-'));
   const [etcdPort, peerPort, port] = [await unusedPort(), await unusedPort(), await unusedPort()];
   const servingCa = createCa('kube-serving-ca');
