@@ -2,7 +2,7 @@
 // components register (the DNS explainer under /debug). Readiness follows the Go agent
 // (cmd/agent/app/server.go): 503 with every check listed when one fails, `ok` or the verbose list
 // on success.
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { closeServer, listenOn } from './listen.js';
@@ -13,6 +13,10 @@ export interface ReadinessCheck {
   /** Undefined when healthy, else why not. */
   check(): string | undefined;
 }
+
+// Not `import http from 'node:http'`: an ES module import of node:http reads every export to build
+// the namespace, and its lazy WebSocket/MessageEvent getters load undici: ~10 MiB of RSS for nothing.
+const { createServer } = process.getBuiltinModule('node:http');
 
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => void | Promise<void>;
 
@@ -42,7 +46,7 @@ export class HealthServer {
   private metricsGuard?: Guard;
 
   constructor(private readonly opts: HealthServerOptions) {
-    this.server = http.createServer((req, res) => {
+    this.server = createServer((req, res) => {
       this.handle(req, res).catch((err: unknown) => {
         opts.log.error({ err, url: req.url }, 'health server handler failed');
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
