@@ -2,7 +2,7 @@
 # spoke-agent image: `docker build -t spoke-agent:0.1.0 .`. The runtime has Node 24, the compiled
 # agent and its production dependencies only: no shell, no package manager, uid 65532.
 
-# Compiles TypeScript to dist/ (and copies the .proto files the agent loads at run time), and the
+# Type-checks and bundles the agent into dist/ (cmd/build.ts; with the .proto files it loads at run time), and the
 # DNS server's batched-UDP helper to build/ (C, Node-API: the full image has the compiler).
 FROM node:24-trixie AS build
 WORKDIR /src
@@ -42,4 +42,4 @@ USER 65532:65532
 # Health (/healthz /readyz /metrics /debug) and DNS (unprivileged: no root, no capability).
 EXPOSE 8093/tcp 5353/udp 5353/tcp
 # Node is PID 1: the agent handles SIGTERM itself (drains, then exits 0; a second signal exits at once).
-ENTRYPOINT ["/nodejs/bin/node", "--enable-source-maps", "/app/dist/cmd/main.js"]
+ENTRYPOINT ["/nodejs/bin/node", "/app/dist/cmd/main.js"]

@@ -101,8 +101,9 @@ export function spawnNode(name: string, script: string, args: string[], wrap: Wr
 }
 
 /**
- * The agent as it ships: `npm run build` into dist/ once per run, so its RSS is not inflated by
- * tsx's loader thread (~40 MiB). Falls back to the sources through tsx when the build fails.
+ * The agent as it ships: `npm run build` (cmd/build.ts: the bundle in dist/) once per run, so its RSS
+ * is not inflated by tsx's loader thread (~40 MiB). Falls back to the sources through tsx when the
+ * build fails.
  */
 let agentEntry: string | undefined;
 function buildAgent(): string {

@@ -45,7 +45,8 @@ export type OutPacket =
   | { type: PacketType.DIAL_CLS; closeDial: CloseDial }
   | { type: PacketType.DRAIN; drain: Record<string, never> };
 
-const protoDir = fileURLToPath(new URL('.', import.meta.url));
+// proto/ beside this file, or dist/proto/ beside the bundle's dist/cmd/ and dist/chunks/.
+const protoDir = fileURLToPath(new URL('../proto/', import.meta.url));
 
 const definition = protoLoader.loadSync(['agent.proto', 'client.proto'], {
   includeDirs: [protoDir],

@@ -63,13 +63,12 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
 let built = false;
 
 /**
- * `npm run build`'s output in dist/ (tsc, then the .proto files the agent loads at run time), once per
- * process: the agent as the image runs it, without tsx's loader (~30-40 MiB of RSS). Throws when tsc fails.
+ * `npm run build`'s output in dist/ (cmd/build.ts: type-check, bundle, the .proto files), once per
+ * process: the agent as the image runs it, without tsx's loader (~30-40 MiB of RSS). Throws when the build fails.
  */
 export function buildDist(): string {
   if (!built) {
-    execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: repoRoot, stdio: 'pipe' });
-    cpSync(join(repoRoot, 'proto'), join(repoRoot, 'dist/proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });
+    execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/build.ts')], { cwd: repoRoot, stdio: 'pipe' });
     built = true;
   }
   return join(repoRoot, 'dist/cmd/main.js');

@@ -1,0 +1,36 @@
+// `npm run build`: type-checks, then bundles the agent into dist/ (what the image and the bench run):
+// dist/cmd/main.js and its lazily imported chunks in dist/chunks/, the .proto files in dist/proto/.
+// One bundle instead of ~300 modules loaded one by one: idle RSS 86 -> 77 MiB (bench/README.md).
+// Identifiers are kept (stack traces stay readable without source maps, which cost 5 MiB at run time).
+import { execFileSync } from 'node:child_process';
+import { cpSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const dist = join(repoRoot, 'dist');
+
+execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--noEmit'], { cwd: repoRoot, stdio: 'inherit' });
+rmSync(dist, { recursive: true, force: true });
+await build({
+  absWorkingDir: repoRoot,
+  entryPoints: ['cmd/main.ts'],
+  outbase: '.',
+  outdir: 'dist',
+  chunkNames: 'chunks/[name]-[hash]',
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node24',
+  minifyWhitespace: true,
+  minifySyntax: true,
+  // Loaded from node_modules when a flag needs the Kubernetes API (it does not bundle cleanly); the
+  // DNS server's native helper is found at run time from build/.
+  external: ['@kubernetes/client-node', '*.node'],
+  // The CommonJS dependencies (grpc-js, pino, prom-client) call require() for Node's modules.
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  logLevel: 'warning',
+});
+cpSync(join(repoRoot, 'proto'), join(dist, 'proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });
