@@ -48,8 +48,15 @@ export class Proc {
 
   /** Resident set in bytes (VmRSS; RssAnon: without the pages of mapped files such as the node binary). */
   rss(field: 'VmRSS' | 'RssAnon' = 'VmRSS'): number {
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
-    return Number(m?.[1] ?? 0) * 1024;
+    const m = this.memory();
+    return field === 'VmRSS' ? m.rss : m.anon;
+  }
+
+  /** VmRSS split into anonymous memory (heap, malloc: this process's own) and mapped files (mostly the node binary's code, shared and reclaimable), bytes. */
+  memory(): { rss: number; anon: number; file: number } {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+    return { rss: kib('VmRSS'), anon: kib('RssAnon'), file: kib('RssFile') };
   }
 
   /** User + system CPU seconds so far (/proc/PID/stat fields 14 and 15). */

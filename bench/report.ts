@@ -60,6 +60,7 @@ export class Report {
       '![ours against the references, as ratios](latest.svg)',
       '',
     ];
+    lines.push('## Targets', '', ...targetsTable(this.rows), '');
     for (const section of [...new Set(this.rows.map((r) => r.section))]) {
       lines.push(`## ${section}`, '', '| metric | subject | value | baseline | ratio | target |', '|---|---|---:|---|---:|---|');
       for (const r of this.rows.filter((x) => x.section === section)) {
@@ -72,6 +73,16 @@ export class Report {
     if (this.notes.length) lines.push('## Notes', '', ...this.notes.map((n) => `- ${n}`), '');
     return lines.join('\n');
   }
+}
+
+/** Every row with a target, met or not, as a Markdown table (latest.md and README.md's benchmark section). */
+export function targetsTable(rows: readonly Row[]): string[] {
+  const out = ['| target | figure | spoke-agent | reference, same run | ratio | met |', '|---|---|---:|---:|---:|---|'];
+  for (const r of rows.filter((x) => x.target)) {
+    const base = r.baseline ? `${r.baseline.subject}: ${fmt(r.baseline.value)}` : '';
+    out.push(`| ${r.target!.text} | ${r.section}: ${r.metric} [${r.subject}] | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${r.target!.met ? 'met' : '**not met**'} |`);
+  }
+  return out;
 }
 
 export function fmt(n: number): string {

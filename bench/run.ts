@@ -5,15 +5,17 @@ import { fileURLToPath } from 'node:url';
 import { runChurn } from './churn.js';
 import { goReferenceNote, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
+import { runIdle } from './idle.js';
 import { runLatency } from './latency.js';
+import { writeReadmeSection } from './readme-section.js';
 import { runReconnect } from './reconnect.js';
-import { Report } from './report.js';
+import { Report, targetsTable } from './report.js';
 import { runScale } from './scale.js';
 import { runSlowConsumer } from './slow-consumer.js';
 import { Subjects } from './subjects.js';
 import { runThroughput } from './throughput.js';
 
-const sections = ['throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn'] as const;
+const sections = ['idle', 'throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn'] as const;
 type Section = (typeof sections)[number];
 /** Minutes long: only when named. */
 const optIn: readonly Section[] = ['churn'];
@@ -62,6 +64,7 @@ const run = async (name: Section, fn: () => Promise<void>) => {
 try {
   // First: the later sections leave thousands of loopback ports in use, and a DNS server on port 0
   // binds UDP and TCP on the same number.
+  await run('idle', () => runIdle(report, pki));
   await run('dns', () => runDns(report, quick));
   await run('throughput', () => runThroughput(report, subjects, targets, quick));
   await run('latency', () => runLatency(report, subjects, targets, quick));
@@ -75,5 +78,8 @@ try {
 }
 const dir = fileURLToPath(new URL('results/', import.meta.url));
 report.write(dir, args, (performance.now() - started) / 1000);
+console.log(`\ntargets:\n${targetsTable(report.rows).join('\n')}`);
+// README.md's table comes from full runs only: a partial or quick run would not stand for the agent.
+if (!quick && chosen.size === 0) writeReadmeSection();
 console.log(`\nbench: wrote ${dir}latest.json and latest.md in ${((performance.now() - started) / 1000).toFixed(0)} s`);
 process.exit(failed ? 1 : 0);
