@@ -1,10 +1,13 @@
 // The dns.spoke-agent.io API called directly on its port (not through an aggregator), with the fake
 // API server publishing extension-apiserver-authentication and answering TokenReview and
 // SubjectAccessReview: who is trusted with which credentials, and what they get.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import https from 'node:https';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAuthenticationConfig } from '../apiserver/authentication.js';
+import { ApiServer } from '../apiserver/server.js';
 import { startApiServer } from '../apiserver/setup.js';
 import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
 import { loadKubeConfig } from '../kube/config.js';
@@ -173,6 +176,35 @@ describe('dns.spoke-agent.io on its own port', () => {
     api.failNext(1, 403, (path) => path.includes('/namespaces/kube-system/configmaps'));
     const attempt = startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(api.kubeconfigPath)! });
     await expect(attempt).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication \(HTTP 403\): bind the Role kube-system\/extension-apiserver-authentication-reader/);
+  });
+
+  it('re-reads a rotated serving certificate (a mounted Secret\'s update) without a restart', async () => {
+    const [cert, key] = [join(pki.dir, 'rotating.crt'), join(pki.dir, 'rotating.key')];
+    const first = createCa('serving-1');
+    const second = createCa('serving-2');
+    const write = (pair: CertAndKey) => (writeFileSync(cert, pair.cert), writeFileSync(key, pair.key));
+    write(first.issue('api', { serverNames: ['127.0.0.1'] }));
+    const reviewer = { authenticate: async () => undefined, authorize: async () => ({ allowed: false }) };
+    const rotating = new ApiServer({ host: '127.0.0.1', port: 0, certFile: cert, keyFile: key, authentication: parseAuthenticationConfig({}).config, reviewer, routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder }, log, registry: new Registry(), certCheckMs: 50 });
+    const { port } = await rotating.listen();
+    // The status code only shows the handshake succeeded: nobody is authenticated here.
+    const handshake = (ca: string) =>
+      new Promise<string>((resolve) => {
+        const req = https.get({ host: '127.0.0.1', port, path: '/apis', ca, agent: false }, (res) => (res.resume(), resolve(String(res.statusCode))));
+        req.on('error', (err) => resolve(err.message));
+      });
+    try {
+      expect(await handshake(first.cert)).toBe('401');
+      write(second.issue('api', { serverNames: ['127.0.0.1'] }));
+      const deadline = Date.now() + 10_000;
+      while ((await handshake(second.cert)) !== '401') {
+        if (Date.now() > deadline) throw new Error('the new certificate was not served within 10 s');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(await handshake(first.cert)).toMatch(/self[- ]signed|unable to verify|certificate/i);
+    } finally {
+      await rotating.close();
+    }
   });
 
   it('the agent command refuses --api-server-port without a serving certificate', async () => {
