@@ -5,12 +5,15 @@
 // the hub as cluster-proxy runs it (--proxy-strategies=destHost, mTLS): our hub always, the Go
 // proxy-server when its binary is there (test/support/go-proxy-server.ts).
 //
-// The "cluster" lives on one loopback /24 per run: the API server (test/support/fake-apiserver.ts, over
-// TLS on :443, what kubernetes.default.svc answers), a Service behind web.default.svc, one no rule
-// exposes (db.default.svc), and the cluster DNS on :53. A real kube-apiserver is not used here: the
-// agent's use of it (list and watch one ConfigMap with a service-account token) is what the fake serves.
+// The "cluster" lives on one loopback /24 per run: the API server on :443 (what kubernetes.default.svc
+// answers), a Service behind web.default.svc, one no rule exposes (db.default.svc), and the cluster DNS
+// on :53. The API server is a real kube-apiserver when its binaries are there (test/support/
+// kube-apiserver.ts: RBAC with cluster-proxy's own Role from manifests/cluster-proxy, a ServiceAccount
+// token from the TokenRequest API), else test/support/fake-apiserver.ts over TLS, which serves what the
+// agent uses (list and watch one ConfigMap with a bearer token) and says so in the scenario titles.
 import { Resolver } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { pino } from 'pino';
@@ -29,6 +32,7 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.js';
+import { kubeBinariesMissing, startKubeApiServer } from './support/kube-apiserver.js';
 import { emulatedPod, podProblem, type Pod } from './support/pod.js';
 import { repoRoot, run, type Child } from './support/processes.js';
 import { startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
@@ -43,6 +47,58 @@ const ip = { api: `${subnet}.1`, web: `${subnet}.2`, db: `${subnet}.3`, dns: `${
 const problem = podProblem();
 const anp = anpBinDir();
 
+/** The cluster's API server as the test drives it: what the pod's service account holds, and the rules ConfigMap. */
+interface ClusterApi {
+  token: string;
+  caCert: string | Buffer;
+  /** Creates or replaces spoke-agent-rules in the agent's namespace; undefined deletes it. */
+  setRules(rulesYaml: string | undefined): Promise<void>;
+  close(): Promise<void>;
+}
+
+const kubeMissing = kubeBinariesMissing();
+
+/** A real kube-apiserver on ip.api:443 with cluster-proxy's namespace, ServiceAccount and RBAC (its Role and RoleBinding as rendered). */
+async function realApi(): Promise<ClusterApi> {
+  const kube = await startKubeApiServer({ host: ip.api, port: 443 });
+  const kubectl = async (args: string[], input?: string) => {
+    const r = await kube.kubectl('admin', args, input);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+  try {
+    await kubectl(['create', 'namespace', namespace]);
+    await kubectl(['-n', namespace, 'create', 'serviceaccount', 'cluster-proxy']);
+    const rendered = readFileSync(join(repoRoot, 'manifests/cluster-proxy/rendered-proxy-agent.yaml'), 'utf8').split(/^---$/m);
+    await kubectl(['apply', '-f', '-'], rendered.filter((doc) => /^kind: (Role|RoleBinding)$/m.test(doc)).join('\n---\n'));
+    const token = (await kubectl(['-n', namespace, 'create', 'token', 'cluster-proxy', '--duration=1h'])).trim();
+    return {
+      token,
+      caCert: kube.servingCa.cert,
+      setRules: async (rulesYaml) => {
+        if (rulesYaml === undefined) await kubectl(['-n', namespace, 'delete', 'configmap', 'spoke-agent-rules', '--ignore-not-found']);
+        else await kubectl(['-n', namespace, 'create', 'configmap', 'spoke-agent-rules', `--from-literal=rules.yaml=${rulesYaml}`]);
+      },
+      close: () => kube.close(),
+    };
+  } catch (err) {
+    await kube.close();
+    throw err;
+  }
+}
+
+/** The stand-in, over TLS on ip.api:443 with a certificate for kubernetes.default.svc. */
+async function fakeApi(): Promise<ClusterApi> {
+  const [cert, key] = pki.issue('kube-apiserver', { serverNames: [ip.api, 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'] });
+  const fake = await FakeApiServer.start({ host: ip.api, port: 443, tls: { cert: readFileSync(cert), key: readFileSync(key) } });
+  return {
+    token: fake.token,
+    caCert: readFileSync(pki.caCert),
+    setRules: async (rulesYaml) => (rulesYaml === undefined ? fake.delete('configmaps', namespace, 'spoke-agent-rules') : fake.configMap(namespace, 'spoke-agent-rules', { 'rules.yaml': rulesYaml })),
+    close: () => fake.close(),
+  };
+}
+
 /** What the hub side offers a test: where agents connect, and a client dial through it. */
 interface Hub {
   agentPort: number;
@@ -51,7 +107,7 @@ interface Hub {
 }
 
 let pki: TestPki;
-let api: FakeApiServer;
+let api: ClusterApi;
 let upstream: TestUpstream;
 let web: Target;
 let db: Target;
@@ -61,8 +117,7 @@ let pod: Pod;
 beforeAll(async () => {
   if (problem) return;
   pki = makePki();
-  const [apiCert, apiKey] = pki.issue('kube-apiserver', { serverNames: [ip.api, 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'] });
-  api = await FakeApiServer.start({ host: ip.api, port: 443, tls: { cert: readFileSync(apiCert), key: readFileSync(apiKey) } });
+  api = kubeMissing ? await fakeApi() : await realApi();
   upstream = await startTestUpstream(
     {
       'kubernetes.default.svc.cluster.local': [{ type: 1, address: ip.api }],
@@ -76,11 +131,11 @@ beforeAll(async () => {
     hostAliases: { [proxyHost]: '127.0.0.1' },
     nameserver: ip.dns,
     namespace,
-    serviceAccount: { token: api.token, caCert: readFileSync(pki.caCert) },
+    serviceAccount: { token: api.token, caCert: api.caCert },
     // cluster-proxy's Secret volumes: the hub's CA and the agent's client certificate.
     etcFiles: { '/etc/ca/ca.crt': readFileSync(pki.caCert), '/etc/tls/tls.crt': readFileSync(pki.clientCert), '/etc/tls/tls.key': readFileSync(pki.clientKey) },
   });
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   pod?.remove();
@@ -127,7 +182,7 @@ function httpGet(conn: Duplex, path: string, headers: Record<string, string> = {
 /** TLS to the API server over a tunnelled connection, verified against the cluster's CA as kubernetes.default.svc. */
 function tlsToApiServer(conn: Duplex): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ socket: conn, servername: 'kubernetes.default.svc', ca: readFileSync(pki.caCert) }, () => resolve(socket));
+    const socket = tls.connect({ socket: conn, servername: 'kubernetes.default.svc', ca: api.caCert }, () => resolve(socket));
     socket.once('error', reject);
   });
 }
@@ -142,14 +197,14 @@ async function dialFails(hub: Hub, address: string): Promise<string> {
 }
 
 function scenario(label: string, skipped: string | undefined, startHub: () => Promise<Hub>) {
-  describe.skipIf(skipped !== undefined)(skipped === undefined ? label : `${label} (skipped: ${skipped})`, () => {
+  describe.skipIf(skipped !== undefined)(skipped === undefined ? `${label}, with ${kubeMissing ? `the fake API server (a real one is ${kubeMissing})` : 'a real kube-apiserver'}` : `${label} (skipped: ${skipped})`, () => {
     let hub: Hub;
     let agent: Child;
     let healthPort = 0;
     let dnsPort = 0;
 
     beforeAll(async () => {
-      api.delete('configmaps', namespace, 'spoke-agent-rules'); // absent at start: added below
+      await api.setRules(undefined); // absent at start: created below
       hub = await startHub();
       ({ agent, healthPort, dnsPort } = await startPodAgent(hub));
     }, 60_000);
@@ -183,7 +238,7 @@ function scenario(label: string, skipped: string | undefined, startHub: () => Pr
     it('serves a Service once spoke-agent-rules exposes it: the tunnel, the identifiers, and the DNS server on its default port', async () => {
       const address = `web.default.${cluster}:${web.port}`;
       await dialFails(hub, address);
-      api.configMap(namespace, 'spoke-agent-rules', { 'rules.yaml': 'expose: [default/web]\n' });
+      await api.setRules('expose: [default/web]\n');
       let reply = '';
       await waitUntilAsync(async () => {
         reply = await hub.dial(address).then((c) => httpGet(c, '/exposed'), () => '');

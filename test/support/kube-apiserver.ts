@@ -2,7 +2,8 @@
 // TokenReview, SubjectAccessReview, the aggregation layer). The binaries are not part of the project:
 // they are found in KUBE_BIN_DIR, else ~/.cache/spoke-agent/kube once it holds READY
 // (reference-bins.ts), built as README.md says; tests skip with a note where they are absent.
-// Everything listens on 127.0.0.1 with ephemeral ports; the PKI is generated into a temporary folder.
+// Everything listens on 127.0.0.1 with ephemeral ports (the API server on another loopback address and
+// port when asked, e.g. :443 as kubernetes.default.svc); the PKI is generated into a temporary folder.
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -72,19 +73,21 @@ function get(url: string, ca: string, token: string): Promise<number> {
   });
 }
 
-export async function startKubeApiServer(): Promise<KubeApiServer> {
+/** `at`: where the API server listens (default 127.0.0.1, a free port); its address is in its certificate. */
+export async function startKubeApiServer(at: { host?: string; port?: number } = {}): Promise<KubeApiServer> {
   if (!kubeBinDir) throw new Error(kubeBinariesMissing());
   const dir = mkdtempSync(join(tmpdir(), 'spoke-kube-'));
-  const [etcdPort, peerPort, port] = [await unusedPort(), await unusedPort(), await unusedPort()];
+  const host = at.host ?? '127.0.0.1';
+  const [etcdPort, peerPort, port] = [await unusedPort(), await unusedPort(), at.port ?? (await unusedPort())];
   const servingCa = createCa('kube-serving-ca');
   const clientCa = createCa('kube-client-ca');
   const frontProxyCa = createCa('kube-front-proxy-ca');
-  const serving = servingCa.issue('kube-apiserver', { serverNames: ['127.0.0.1', 'localhost', 'kubernetes.default.svc'] });
+  const serving = servingCa.issue('kube-apiserver', { serverNames: [...new Set([host, '127.0.0.1', 'localhost', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'])] });
   const proxyClient = frontProxyCa.issue('front-proxy-client', { client: true });
   const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
   const file = (name: string, text: string) => write(dir, name, text);
   const tokens = Object.entries(users).map(([name, [token, groups]]) => `${token},${name},uid-${token}${groups.length ? `,"${groups.join(',')}"` : ''}`);
-  const url = `https://127.0.0.1:${port}`;
+  const url = `https://${host}:${port}`;
 
   let etcd: Child | undefined;
   let apiserver: Child | undefined;
@@ -107,8 +110,8 @@ export async function startKubeApiServer(): Promise<KubeApiServer> {
     ]);
     await etcd.waitFor(/ready to serve client requests/, 30_000);
     apiserver = run(join(kubeBinDir, 'kube-apiserver'), [
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      `--bind-address=${host}`,
+      `--advertise-address=${host}`,
       `--secure-port=${port}`,
       `--etcd-servers=${client}`,
       `--tls-cert-file=${file('apiserver.crt', serving.cert)}`,
