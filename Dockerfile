@@ -11,6 +11,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY agent ./agent
+COPY apiserver ./apiserver
 COPY client ./client
 COPY cmd ./cmd
 COPY dns ./dns
