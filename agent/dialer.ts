@@ -68,16 +68,32 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
  */
 const sharedReadBuffer = Buffer.allocUnsafe(256 << 10);
 type Relay = (chunk: Uint8Array) => boolean;
-const relays = new WeakMap<net.Socket, Relay>();
-/** Bytes read before a relay was attached (not expected: reads arrive as I/O callbacks after the dial settles). */
-const early = new WeakMap<net.Socket, Buffer[]>();
+/**
+ * Where a shared-read socket's reads go: its relay, or until one is attached the bytes read so far
+ * (not expected: reads arrive as I/O callbacks after the dial settles). A property of the socket
+ * rather than an entry in a WeakMap: 10k idle connections hold 10k of them (bench/README.md, "Scale").
+ */
+const readTarget = Symbol('readTarget');
+type SharedReadSocket = net.Socket & { [readTarget]?: Relay | Buffer[] };
+
+/**
+ * One read callback and one options object for every socket, so none keeps its dial's closures (and
+ * through them its timer and AbortSignal) alive while it is open. Node calls it on the socket.
+ */
+function sharedRead(this: SharedReadSocket, nread: number, buffer: Buffer): boolean {
+  const target = this[readTarget];
+  if (typeof target === 'function') return target(buffer.subarray(0, nread));
+  target?.push(Buffer.from(buffer.subarray(0, nread)));
+  return true;
+}
+const sharedReads: net.OnReadOpts = { buffer: sharedReadBuffer, callback: sharedRead };
 
 /** Sends the reads of a socket made by dialTcp to `relay` (false from it pauses the socket); false for other streams. */
 export function relayTargetReads(socket: unknown, relay: Relay): boolean {
-  if (!(socket instanceof net.Socket) || !early.has(socket)) return false;
-  relays.set(socket, relay);
-  const pending = early.get(socket)!;
-  early.set(socket, []);
+  if (!(socket instanceof net.Socket)) return false;
+  const pending = (socket as SharedReadSocket)[readTarget];
+  if (!Array.isArray(pending)) return false;
+  (socket as SharedReadSocket)[readTarget] = relay;
   for (const chunk of pending) if (!relay(chunk)) socket.pause();
   return true;
 }
@@ -86,17 +102,8 @@ function connect(ip: string, port: number, address: string, deadline: number, op
   const { signal } = opts;
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
-    const onread: net.OnReadOpts = {
-      buffer: sharedReadBuffer,
-      callback: (nread, buffer) => {
-        const relay = relays.get(socket);
-        if (relay) return relay(buffer.subarray(0, nread));
-        early.get(socket)?.push(Buffer.from(buffer.subarray(0, nread)));
-        return true;
-      },
-    };
-    const socket: net.Socket = net.connect({ host: ip, port, noDelay: true, ...(opts.sharedReads ? { onread } : {}) });
-    if (opts.sharedReads) early.set(socket, []);
+    const socket: SharedReadSocket = net.connect({ host: ip, port, noDelay: true, ...(opts.sharedReads ? { onread: sharedReads } : {}) });
+    if (opts.sharedReads) socket[readTarget] = [];
     const fail = (err: DialError) => {
       cleanup();
       socket.destroy();

@@ -69,7 +69,6 @@ export class EndpointConnection implements BufferHolder {
     opts.metrics.openEndpointConnections.inc();
     this.wireID = BigInt(connectID);
     opts.budget.register(this);
-    socket.once('close', () => this.release());
   }
 
   /** Tells the budget what the socket's write buffer holds now. */
@@ -111,7 +110,11 @@ export class EndpointConnection implements BufferHolder {
     // Remote EOF ends the whole tunnel connection, as in the Go agent: the protocol has no half-close.
     socket.on('end', () => this.finish(undefined, 'remote EOF'));
     socket.on('error', (err: Error) => this.finish(undefined, `target error: ${err.message}`));
-    socket.on('close', () => this.finish(undefined, 'target closed'));
+    // One 'close' listener does both (each listener, and a once() wrapper more so, costs every idle connection).
+    socket.on('close', () => {
+      this.finish(undefined, 'target closed');
+      this.release();
+    });
   }
 
   /** Sends target bytes as DATA; false when the socket must stop reading until the stream drains. */

@@ -6,7 +6,7 @@ import { PacketType, packetTypeName, type Packet } from '../proto/packets.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { DialError } from './dialer.js';
-import { EndpointConnection, type PacketSink } from './endpoint-connection.js';
+import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
@@ -57,9 +57,22 @@ export class Tunnel {
   private readonly leaveBudget: () => void;
 
   private readonly stallMs: number;
+  /** Shared by every connection of this stream (not an object and three closures each). */
+  private readonly endpointOptions: EndpointOptions;
 
   constructor(private readonly opts: TunnelOptions) {
     this.stallMs = opts.stallMs ?? defaultStallMs;
+    this.endpointOptions = {
+      maxBuffer: opts.maxBuffer,
+      lingerMs: opts.lingerMs ?? 1000,
+      budget: opts.budget,
+      metrics: opts.metrics,
+      log: opts.log,
+      stallMs: this.stallMs,
+      onClosed: (c) => this.forget(c),
+      onOverBudget: (c) => this.brake(c),
+      onUnderBudget: (c) => this.release(c),
+    };
     this.leaveBudget = opts.budget.addBrake({
       pause: () => ((this.budgetBraked = true), this.updatePause()),
       resume: () => ((this.budgetBraked = false), this.updatePause()),
@@ -152,17 +165,7 @@ export class Tunnel {
         this.finishedDials.add(random);
         this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
-        const conn = new EndpointConnection(connectID, socket, this.opts.sink, {
-          maxBuffer: this.opts.maxBuffer,
-          lingerMs: this.opts.lingerMs ?? 1000,
-          budget: this.opts.budget,
-          metrics: this.opts.metrics,
-          log: this.opts.log,
-          stallMs: this.stallMs,
-          onClosed: (c) => this.forget(c),
-          onOverBudget: (c) => this.brake(c),
-          onUnderBudget: (c) => this.release(c),
-        });
+        const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions);
         this.connections.set(connectID, conn);
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         conn.start();
