@@ -17,7 +17,7 @@ import { defaultRulesConfigmap, kubeFlags, serviceAccountNamespace, usesKubeApi,
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
-import { releaseStartupMemory } from '../observability/startup-memory.js';
+import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
@@ -182,8 +182,8 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   }
   agent.start();
   cleanups.push(() => agent.stop());
-  // Once the first stream is likely up: give back what start-up grew (observability/startup-memory.ts).
-  setTimeout(releaseStartupMemory, 1000).unref();
+  // Give back what start-up and bursts of work grew, once the agent is quiet (observability/idle-memory.ts).
+  cleanups.push(releaseMemoryWhenIdle());
   log.info({ agentID: agent.agentID, targets, identifiers, memoryLimit: memoryLimit ?? 'none', heapLimit: getHeapStatistics().heap_size_limit, bufferBudget: agent.budget.limit }, 'spoke-agent started');
   if (localHub) {
     const lines = demo && dns
