@@ -3,7 +3,7 @@
 // and then followed with a watch, so a rotated front-proxy CA or client CA applies without a restart.
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { kubeMetrics } from '../kube/metrics.js';
-import { ResilientWatch } from '../kube/watch.js';
+import { describeApiError, ResilientWatch } from '../kube/watch.js';
 import type { Logger } from '../observability/log.js';
 import type { Registry } from 'prom-client';
 import { authenticationConfigMap, parseAuthenticationConfig, type AuthenticationConfig } from './authentication.js';
@@ -47,7 +47,7 @@ export class AuthenticationSource {
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (code === 401 || code === 403) throw new Error(`--api-server-port: cannot read the ConfigMap ${ref} (HTTP ${code}): ${rbacHint}`);
-      throw new Error(`--api-server-port: cannot read the ConfigMap ${ref}: ${(err as Error).message.split('\n')[0]}`);
+      throw new Error(`--api-server-port: cannot read the ConfigMap ${ref}: ${describeApiError(err)}`);
     }
     if (items.length === 0) throw new Error(`--api-server-port: the ConfigMap ${ref} does not exist: the API server publishes it at start (is this a Kubernetes API server?)`);
     return new AuthenticationSource(opts, items[0]!);

@@ -112,7 +112,7 @@ export class ResilientWatch<T extends KubernetesObject> {
     const wait = this.backoff.next();
     this.opts.metrics.watchErrors.inc({ resource: this.resource });
     this.opts.metrics.watchSynced.set({ resource: this.resource }, 0);
-    const fields = { resource: this.resource, error: describe(err), retryInMs: Math.round(wait) };
+    const fields = { resource: this.resource, error: describeApiError(err), retryInMs: Math.round(wait) };
     if (statusOf(err) !== 403) this.opts.log.warn(fields, 'watch failed; keeping the last known objects and retrying');
     else if (this.forbiddenSaid) this.opts.log.debug(fields, 'still forbidden');
     else {
@@ -143,7 +143,8 @@ function statusOf(err: unknown): unknown {
   return (err as { statusCode?: unknown } | undefined)?.statusCode ?? (err as { code?: unknown } | undefined)?.code;
 }
 
-function describe(err: unknown): string {
+/** An API error in one line: status code, the message's first line, and the cause (e.g. ECONNREFUSED). */
+export function describeApiError(err: unknown): string {
   if (err instanceof Error) {
     const code = statusOf(err);
     const cause = (err as { cause?: { message?: string } }).cause?.message;

@@ -176,6 +176,11 @@ describe('dns.spoke-agent.io on its own port', () => {
     api.failNext(1, 403, (path) => path.includes('/namespaces/kube-system/configmaps'));
     const attempt = startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(api.kubeconfigPath)! });
     await expect(attempt).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication \(HTTP 403\): bind the Role kube-system\/extension-apiserver-authentication-reader/);
+    // An API server that is not there: the cause is in the message.
+    const gone = await FakeApiServer.start();
+    await gone.close();
+    const unreachable = startApiServer({ options: options(gone.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(gone.kubeconfigPath)! });
+    await expect(unreachable).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication: .*ECONNREFUSED/);
   });
 
   it('re-reads a rotated serving certificate (a mounted Secret\'s update) without a restart', async () => {
