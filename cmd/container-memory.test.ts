@@ -46,8 +46,8 @@ describe('where the limit is', () => {
 
 describe('heapFlags', () => {
   it('leaves room in the limit for buffers and native memory', () => {
-    expect(heapFlags(256 << 20)).toEqual(['--max-old-space-size=96', '--max-semi-space-size=8']);
-    expect(heapFlags(64 << 20)).toEqual(['--max-old-space-size=32', '--max-semi-space-size=2']);
+    expect(heapFlags(256 << 20)).toEqual(['--max-old-space-size=96', '--max-semi-space-size=4']);
+    expect(heapFlags(64 << 20)).toEqual(['--max-old-space-size=32', '--max-semi-space-size=1']);
     expect(heapFlags(8 * 2 ** 30)).toEqual(['--max-old-space-size=3072', '--max-semi-space-size=16']);
   });
 

@@ -118,7 +118,7 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     const agent: Child = run(command, args);
     cleanups.push(async () => (agent.kill('SIGKILL'), await agent.exited));
     const started = await agent.waitFor(/"heapLimit":(\d+),"bufferBudget":(\d+)/, 30_000);
-    // Sized for the container: a heap of 120 MiB and 64 MiB of buffers, not Node's 259 MiB heap.
+    // Sized for the container: a heap of 108 MiB and 64 MiB of buffers, not Node's 259 MiB heap.
     expect(Number(started[1])).toBeLessThanOrEqual(128 * MiB);
     expect(Number(started[2])).toBe(64 * MiB);
     await hub.waitForAgent(undefined, 20_000);

@@ -15,8 +15,10 @@ export interface MemoryCgroup {
   oomKills(): number;
   /** Peak memory charged to the cgroup (v2 before 5.19 has none: 0). */
   peakBytes(): number;
-  /** Memory charged to the cgroup now (what a pod's usage is made of). */
+  /** Memory charged to the cgroup now, page cache included. */
   usageBytes(): number;
+  /** The kubelet's working set: usage less inactive file pages (what `kubectl top` shows and eviction weighs). */
+  workingSetBytes(): number;
   /** Removes the cgroup (its processes must have exited). */
   remove(): void;
 }
@@ -64,6 +66,7 @@ function v2(own: string, limitBytes: number, name: string): MemoryCgroup {
     oomKills: () => field(readFileSync(join(dir, 'memory.events'), 'utf8'), 'oom_kill'),
     peakBytes: () => (existsSync(join(dir, 'memory.peak')) ? Number(readFileSync(join(dir, 'memory.peak'), 'utf8')) : 0),
     usageBytes: () => Number(readFileSync(join(dir, 'memory.current'), 'utf8')),
+    workingSetBytes: () => Number(readFileSync(join(dir, 'memory.current'), 'utf8')) - field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'inactive_file'),
     remove: () => rmdirSync(dir),
   };
 }
@@ -81,6 +84,7 @@ function v1(own: string, limitBytes: number, name: string): MemoryCgroup {
     oomKills: () => field(readFileSync(join(dir, 'memory.oom_control'), 'utf8'), 'oom_kill'),
     peakBytes: () => Number(readFileSync(join(dir, 'memory.max_usage_in_bytes'), 'utf8')),
     usageBytes: () => Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')),
+    workingSetBytes: () => Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')) - field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'total_inactive_file'),
     remove: () => rmdirSync(dir),
   };
 }
