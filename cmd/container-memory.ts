@@ -60,7 +60,7 @@ const MiB = 1 << 20;
  * V8 flags for a process limited to `limit` bytes: 3/8 of it for the old space (96 MiB of 256 MiB;
  * the agent's heap after a full collection is ~30 MiB) and semi-spaces of 1/64 (4 MiB: a young
  * generation of at most 12 MiB; V8 would pick 1 MiB under this limit, 16 MiB on a large host). Under
- * 100k dial/close cycles the pod's working set stays ~52 MiB with 4 MiB, ~60-65 with 8 (bench churn).
+ * 100k dial/close cycles the pod's working set stayed at 52-60 MiB with 4 MiB, 59-65 with 8 (bench churn).
  */
 export function heapFlags(limit: number): string[] {
   const oldSpace = Math.max(32, Math.floor((limit * 3) / 8 / MiB));
