@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# spoke-agent image: `docker build -t spoke-agent:0.1.0 .`. The runtime has Node 24, the compiled
-# agent and its production dependencies only: no shell, no package manager, uid 65532.
+# spoke-agent image: `docker build -t spoke-agent:0.1.0 .`. The runtime has Node 24 and the
+# agent bundled with its dependencies (no node_modules) only: no shell, no package manager, uid 65532.
 
 # Type-checks and bundles the agent into dist/ (cmd/build.ts; with the .proto files it loads at run time), and the
 # DNS server's batched-UDP helper to build/ (C, Node-API: the full image has the compiler).
@@ -23,18 +23,12 @@ COPY proto ./proto
 COPY rules ./rules
 RUN npm run build && npm run build:native && test -f build/udp-batch.node
 
-# Production dependencies alone, installed apart so no devDependency reaches the runtime.
-FROM node:24-trixie-slim AS deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
-
 FROM gcr.io/distroless/nodejs24-debian13:nonroot
 WORKDIR /app
 ENV NODE_ENV=production
 # package.json for "type": "module": dist/ is ESM.
 COPY package.json ./
-COPY --from=deps /app/node_modules ./node_modules
+# No node_modules: the bundle in dist/ carries every dependency it runs (cmd/build.ts).
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/build ./build
 # What cluster-proxy's proxy-agent container runs: the same agent (README.md, "cluster-proxy drop-in").
