@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { logFormats, logLevels } from '../observability/log.js';
-import { validateIdentifiers } from './identifiers.js';
+import { validateIdentifiers } from '../proto/agent-identifiers.js';
 
 const fileExists = (what: string) => (path: string) => (path !== '' && !existsSync(path) ? `${what} ${path} does not exist` : undefined);
 const positive = (what: string) => (n: number) => (n <= 0 ? `${what} ${n} must be greater than 0` : undefined);

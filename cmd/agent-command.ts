@@ -6,7 +6,7 @@ import { Agent } from '../agent/agent.js';
 import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
-import { identifierHosts, mergeIdentifiers } from '../agent/identifiers.js';
+import { identifierHosts, mergeIdentifiers } from '../proto/agent-identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { resolveForDial } from '../dns/dial.js';
 import { noRulesHandler, resolveHandler, rulesHandler } from '../dns/explain.js';

@@ -1,7 +1,7 @@
 // The hub routes by the identifiers a stream was opened with, so when the served names change the agent
 // re-registers (ClientSet.setIdentifiers: new streams first, then DRAIN and close the old ones when
 // idle). A burst of changes (a relist, a namespace of Services created at once) costs one swap.
-import { mergeIdentifiers } from '../agent/identifiers.js';
+import { mergeIdentifiers } from '../proto/agent-identifiers.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';

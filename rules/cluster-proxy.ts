@@ -3,7 +3,7 @@
 // namespace are read from there (and from the pod's service account) instead of flags nobody can set
 // per cluster. Pure: the identifiers and the namespace file's text come in, the values and the reasons
 // (for the log) go out.
-import { identifierHosts } from '../agent/identifiers.js';
+import { identifierHosts } from '../proto/agent-identifiers.js';
 import { labelProblem, serviceProxyHost } from './naming.js';
 
 export interface IdentityInputs {

@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialAllowlist } from '../agent/allowlist.js';
-import { mergeIdentifiers } from '../agent/identifiers.js';
+import { mergeIdentifiers } from '../proto/agent-identifiers.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { resolveForDial } from '../dns/dial.js';
 import { createResolver } from '../dns/setup.js';

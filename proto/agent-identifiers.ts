@@ -2,7 +2,7 @@
 // by (`host=cluster1&host=cluster1.ns&default-route=true`). Validation accepts exactly what the Go
 // agent accepts (cmd/agent/app/options/options.go validateAgentIdentifiers: Go's url.ParseQuery,
 // then known keys only), so any flag value cluster-proxy passes the Go binary works here too.
-import { parseQuery } from '../proto/url-query.js';
+import { parseQuery } from './url-query.js';
 
 const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as const;
 
