@@ -61,7 +61,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
   if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)`);
-  const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? validateApiServerOptions(o) ?? tlsFilesProblem(o);
+  const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level, undefined, o.logFormat as LogFormat); // validated as a flag
@@ -91,6 +91,9 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   for (const { flag, value, from } of identity.derived) log.info({ flag, value, from }, `${flag} not given: derived`);
   if (identity.problem) log.warn(identity.problem);
   Object.assign(o, { clusterName: identity.clusterName, agentNamespace: identity.agentNamespace });
+  // After the derivation: under cluster-proxy --api-server-port comes from additionalArgs, the cluster name from it.
+  const apiProblem = validateApiServerOptions(o);
+  if (apiProblem) throw new UsageError(apiProblem);
   if (!parsed.given.has('rules-configmap')) {
     o.rulesConfigmap = defaultRulesConfigmap(o);
     if (o.rulesConfigmap !== '') log.info({ configmap: o.rulesConfigmap }, '--rules-configmap not given: watching spoke-agent-rules in the agent\'s namespace (--rules-configmap= turns this off)');
