@@ -8,10 +8,8 @@ import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
 import { identifierHosts, mergeIdentifiers } from '../proto/agent-identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
-import { resolveForDial } from '../dns/dial.js';
-import { noRulesHandler, resolveHandler, rulesHandler } from '../dns/explain.js';
+import { noRulesHandler } from '../dns/no-rules.js';
 import { dnsFlags } from '../dns/options.js';
-import { startDns } from '../dns/setup.js';
 import { dialPolicy } from '../kube/dial-policy.js';
 import { defaultRulesConfigmap, kubeFlags, serviceAccountNamespace, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
@@ -19,10 +17,10 @@ import { HealthServer, processRegistry } from '../observability/health-server.js
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
-import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
-import { ruleFlags, rulesFromFlags } from '../rules/options.js';
+import { ruleFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
+import type { RuleHolder } from '../rules/holder.js';
 import { containerMemoryLimit } from './container-memory.js';
 
 export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags, ...apiServerFlags } satisfies FlagSet;
@@ -100,20 +98,22 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   }
 
   // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
+  // Loaded only then (./agent-rules.ts).
+  const withRules = o.clusterName !== '' ? await import('./agent-rules.js') : undefined;
   let holder: RuleHolder | undefined;
-  let dns: Awaited<ReturnType<typeof startDns>> | undefined;
-  if (o.clusterName !== '') {
-    const rules = rulesFromFlags(o);
+  let dns: Awaited<ReturnType<NonNullable<typeof withRules>['startDns']>> | undefined;
+  if (withRules) {
+    const rules = withRules.rulesFromFlags(o);
     if (!rules.ok) throw new UsageError(`invalid rules: ${rules.errors.join('; ')}`);
-    holder = new RuleHolder(rules.value);
+    holder = new withRules.RuleHolder(rules.value);
     try {
-      dns = await startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) => listen('dns-port', port, bind));
+      dns = await withRules.startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) => listen('dns-port', port, bind));
     } catch (err) {
       throw new UsageError(`DNS server: ${(err as Error).message}`);
     }
     cleanups.push(() => dns!.close());
   }
-  const policy = dialPolicy({ kube: o, identifierHosts: identifierHosts(o.agentIdentifiers), rules: holder && dns && { holder, resolveForDial: (h) => resolveForDial(dns!.resolver, h) }, registry, log });
+  const policy = dialPolicy({ kube: o, identifierHosts: identifierHosts(o.agentIdentifiers), rules: holder && dns && { holder, resolveForDial: (h) => withRules!.resolveForDial(dns!.resolver, h) }, registry, log });
   cleanups.push(() => policy.stop());
 
   // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
@@ -141,8 +141,8 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
   if (guards.metrics) health.protectMetrics(guards.metrics);
-  health.addRoute('/debug/resolve', holder && dns ? resolveHandler(dns.resolver) : noRulesHandler, guards.debug);
-  health.addRoute('/debug/rules', holder ? rulesHandler(holder) : noRulesHandler, guards.debug);
+  health.addRoute('/debug/resolve', withRules && dns ? withRules.resolveHandler(dns.resolver) : noRulesHandler, guards.debug);
+  health.addRoute('/debug/rules', withRules && holder ? withRules.rulesHandler(holder) : noRulesHandler, guards.debug);
   let healthPort: number;
   try {
     healthPort = (await listen('health-server-port', o.healthServerPort, (port) => health.listen(port))).port;

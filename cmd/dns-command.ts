@@ -8,7 +8,8 @@ import { bool, FlagError, parseFlags, usage } from '../flags/flags.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger, type LogFormat } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
-import { ruleFlags, rulesFromFlags } from '../rules/options.js';
+import { rulesFromFlags } from '../rules/from-flags.js';
+import { ruleFlags } from '../rules/options.js';
 
 const dnsCommandFlags = {
   ...ruleFlags,

@@ -4,6 +4,7 @@ import dns2 from 'dns2';
 import type { RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
+import { json } from './no-rules.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
 
@@ -78,10 +79,6 @@ export function explanationReason(e: Pick<Explanation, 'action' | 'rule' | 'targ
   return e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
 }
 
-function json(res: Parameters<RouteHandler>[1], status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body, null, 2)}\n`);
-}
-
 /** `/debug/resolve?name=search.default.cluster1[&type=AAAA]`: rule, target and the answer. */
 export function resolveHandler(resolver: Resolver): RouteHandler {
   return async (_req, res, url) => {
@@ -101,11 +98,3 @@ export function rulesHandler(holder: RuleHolder): RouteHandler {
     json(res, 200, { generation: holder.generation, ...holder.current.toJSON() });
   };
 }
-
-/** `/debug/resolve` and `/debug/rules` of an agent without rules: how to give it some. */
-export const noRulesHandler: RouteHandler = (_req, res) =>
-  json(res, 404, {
-    error:
-      'no rules: this agent runs without --cluster-name, so it serves no names and its DNS server is off. Set --cluster-name=NAME (serves NAME and NAME.<agent-namespace>), ' +
-      'then expose names with --expose=NAMESPACE/SERVICE, --rules-file=PATH, --rules-configmap=NAMESPACE/NAME or --auto-expose (README.md, dns/README.md).',
-  });

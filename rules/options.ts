@@ -1,10 +1,6 @@
 // Flags that decide the names served: the cluster's identity and the rules. Shared by the agent and
-// `spoke-agent dns`.
-import { readFileSync } from 'node:fs';
+// `spoke-agent dns`. Reading them into rules is rules/from-flags.ts: the flags alone load no rule parser.
 import { list, str, type Values } from '../flags/flags.js';
-import { normalizeName } from './naming.js';
-import type { Result } from './rule-file.js';
-import { parseRules, type RuleSet, type ServiceRef } from './rule-set.js';
 
 export const ruleFlags = {
   clusterName: str('cluster-name', '', 'Name of this cluster on the hub; when set, the DNS server runs and serves <cluster>, <cluster>.<agent-namespace> and <service>.<namespace>.<cluster>. The agent, when it is not given: the host=<cluster> of --agent-identifiers whose cluster-proxy service-proxy host (cluster-<sha256>.open-cluster-management.proxy) is listed too, as cluster-proxy renders them', {
@@ -20,21 +16,3 @@ export const ruleFlags = {
 };
 
 export type RuleFlagValues = Values<typeof ruleFlags>;
-
-/** The rules the flags describe (reading --rules-file), or every problem found, each naming its rule. */
-export function rulesFromFlags(values: RuleFlagValues, services?: readonly ServiceRef[], readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Result<RuleSet> {
-  let file: { origin: string; content: string } | undefined;
-  if (values.rulesFile !== '') {
-    try {
-      file = { origin: values.rulesFile, content: readFile(values.rulesFile) };
-    } catch (err) {
-      return { ok: false, errors: [`--rules-file=${values.rulesFile}: ${(err as Error).message}`] };
-    }
-  }
-  return parseRules({
-    naming: { cluster: values.clusterName, agentNamespace: values.agentNamespace, clusterDomain: normalizeName(values.clusterDomain) },
-    expose: values.expose,
-    file,
-    services,
-  });
-}

@@ -4,7 +4,7 @@ import { ruleIdentifiers } from './identifiers.js';
 import { hashedServiceHost, normalizeName } from './naming.js';
 import { parseRuleFile } from './rule-file.js';
 import { parseRules, type RuleSet } from './rule-set.js';
-import { rulesFromFlags } from './options.js';
+import { rulesFromFlags } from './from-flags.js';
 
 const naming = { cluster: 'cluster1', agentNamespace: 'open-cluster-management-cluster-proxy', clusterDomain: 'cluster.local' };
 

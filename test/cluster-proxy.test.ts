@@ -26,7 +26,7 @@ import { defaultRulesConfigmap, kubeFlags } from '../kube/options.js';
 import { startKubeSources } from '../kube/sources.js';
 import { RuleHolder } from '../rules/holder.js';
 import { serviceProxyHost } from '../rules/naming.js';
-import { rulesFromFlags } from '../rules/options.js';
+import { rulesFromFlags } from '../rules/from-flags.js';
 import { waitUntil } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';

@@ -14,7 +14,7 @@ import { followRuleIdentifiers } from '../kube/reregister.js';
 import { startKubeSources } from '../kube/sources.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
-import { rulesFromFlags } from '../rules/options.js';
+import { rulesFromFlags } from '../rules/from-flags.js';
 import { waitUntil } from './support/agent.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { FakeApiServer } from './support/fake-apiserver.js';

@@ -14,7 +14,7 @@ import { dnsFlags } from '../dns/options.js';
 import { defaultRulesConfigmap, validateKubeOptions } from '../kube/options.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { serviceProxyHost } from '../rules/naming.js';
-import { rulesFromFlags } from '../rules/options.js';
+import { rulesFromFlags } from '../rules/from-flags.js';
 import { manifestsDir as manifests, render, renderWithComponent, type Obj } from './support/kustomize.js';
 import { repoRoot } from './support/processes.js';
 

@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { startDns, type DnsStack } from '../../dns/setup.js';
 import type { Logger } from '../../observability/log.js';
 import { RuleHolder } from '../../rules/holder.js';
-import { rulesFromFlags } from '../../rules/options.js';
+import { rulesFromFlags } from '../../rules/from-flags.js';
 import { startTestUpstream, type TestUpstream } from './dns-upstream.js';
 
 export interface ExplainedDns {
