@@ -5,6 +5,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { parseCertificateBundle } from './pem.js';
 import { ServerTlsCredentials } from './server-tls.js';
 
 export interface CredentialFiles {
@@ -91,11 +92,7 @@ export function tlsFilesProblem(files: CredentialFiles): string | undefined {
     }
   };
   return (
-    attempt('ca-cert', files.caCert, (pem) => {
-      const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g);
-      if (!blocks) throw new Error('no PEM certificate found');
-      for (const block of blocks) new X509Certificate(block);
-    }) ??
+    attempt('ca-cert', files.caCert, (pem) => void parseCertificateBundle(pem)) ??
     attempt('agent-cert', files.agentCert, (pem) => void new X509Certificate(pem)) ??
     attempt('agent-key', files.agentKey, (key) => void createSecureContext({ cert: readFileSync(files.agentCert), key })) ??
     attempt('service-account-token-path', files.serviceAccountTokenPath, (token) => {

@@ -12,6 +12,7 @@ import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
 import { connect as tlsConnect, type PeerCertificate, type SecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { certificateBlocks } from './pem.js';
 import { closedAfterHandshake, describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
 
 type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
@@ -38,7 +39,7 @@ function summary(cert: PeerCertificate | X509Certificate): CertSummary {
 }
 
 function certificates(pem: Buffer | null | undefined): X509Certificate[] {
-  const blocks = pem?.toString().match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  const blocks = certificateBlocks(pem?.toString() ?? '');
   const out: X509Certificate[] = [];
   for (const block of blocks) {
     try {

@@ -11,7 +11,8 @@
 import type { X509Certificate } from 'node:crypto';
 import type { UserInfo } from '../kube/delegated-auth.js';
 import { decodeSegment } from './attributes.js';
-import { parseBundle, subjectNames, verifyClientChain } from './certificates.js';
+import { parseCertificateBundle } from '../agent/pem.js';
+import { subjectNames, verifyClientChain } from './certificates.js';
 
 export const authenticationConfigMap = { namespace: 'kube-system', name: 'extension-apiserver-authentication' };
 
@@ -40,7 +41,7 @@ export function parseAuthenticationConfig(data: Record<string, string> | undefin
     const pem = data?.[key];
     if (pem === undefined) return undefined;
     try {
-      const certs = parseBundle(pem);
+      const certs = parseCertificateBundle(pem);
       config.caPem.push(pem);
       return certs;
     } catch (err) {

@@ -10,13 +10,6 @@ const clientAuth = '1.3.6.1.5.5.7.3.2';
 const anyExtendedKeyUsage = '2.5.29.37.0';
 const maxDepth = 8;
 
-/** Every certificate of a PEM bundle; throws on text that holds none or a broken one. */
-export function parseBundle(pem: string): X509Certificate[] {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  if (blocks.length === 0) throw new Error('no PEM certificate');
-  return blocks.map((b) => new X509Certificate(b));
-}
-
 const validAt = (c: X509Certificate, now: Date) => new Date(c.validFrom) <= now && now <= new Date(c.validTo);
 const signedBy = (c: X509Certificate, issuer: X509Certificate) => issuer.ca && c.checkIssued(issuer) && c.verify(issuer.publicKey);
 
