@@ -12,7 +12,7 @@
 //   released (destroyed) as soon as they are, or after `lingerMs` at most, whether or not the
 //   target closes its side; until then it is counted as closing.
 import type { Duplex } from 'node:stream';
-import { PacketType, type OutPacket } from '../proto/packets.js';
+import { PacketType, type OutPacket } from '../proto/packet-types.js';
 import type { BufferBudget, BufferHolder } from './buffer-budget.js';
 import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';

@@ -2,7 +2,7 @@
 // agent's meaning (pkg/agent/metrics/metrics.go), so existing dashboards keep working; what the Go
 // agent has no metric for is under spoke_agent_*.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { packetTypeName, PacketType } from '../proto/packets.js';
+import { packetTypeName, PacketType } from '../proto/packet-types.js';
 
 const goPrefix = 'konnectivity_network_proxy_agent_';
 const latencyBuckets = [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30];

@@ -3,7 +3,7 @@ import { duplexPair, type Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { PacketType, type OutPacket, type Packet } from '../proto/packets.js';
+import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
 import { waitUntil } from '../test/support/agent.js';
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';

@@ -2,7 +2,7 @@
 // connections by `connectID`, and what each packet from the server does to them. It knows
 // nothing of gRPC or sockets beyond a PacketSink and a dial function, so it is tested directly.
 import type { Duplex } from 'node:stream';
-import { PacketType, packetTypeName, type Packet } from '../proto/packets.js';
+import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { DialError } from './dialer.js';
