@@ -4,9 +4,8 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
-import * as grpc from '@grpc/grpc-js';
 import { parseCertificateBundle } from './pem.js';
-import { ServerTlsCredentials } from './server-tls.js';
+import { ServerTls } from './server-tls.js';
 
 export interface CredentialFiles {
   caCert: string;
@@ -52,10 +51,11 @@ function statSignature(path: string): string {
   return s ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}` : '-';
 }
 
-/** What one connection attempt authenticates with: the grpc-js credentials, and its TLS side for messages. */
+/** What one connection attempt authenticates with: TLS (and its failure messages), and a bearer token. */
 export interface ServerCredentials {
-  channel: grpc.ChannelCredentials;
-  tls: ServerTlsCredentials;
+  tls: ServerTls;
+  /** The `authorization` header's value, read from the token file now (throws when it cannot be read). */
+  authorization?: () => string;
 }
 
 /** Reads the files for one attempt to `server` (host:port; `host` is the name its certificate must carry). */
@@ -64,19 +64,9 @@ export function loadCredentials(files: CredentialFiles, server: string, host: st
   const cert = read(files.agentCert);
   const key = read(files.agentKey);
   const secureContext = createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined });
-  const tls = new ServerTlsCredentials({ secureContext, server, host, caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
-  if (!files.serviceAccountTokenPath) return { channel: tls, tls };
+  const tls = new ServerTls({ secureContext, server, host, caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
   const tokenPath = files.serviceAccountTokenPath;
-  const bearer = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
-    try {
-      const md = new grpc.Metadata();
-      md.set('authorization', `Bearer ${readBearerToken(tokenPath)}`);
-      callback(null, md);
-    } catch (err) {
-      callback(err as Error);
-    }
-  });
-  return { channel: grpc.credentials.combineChannelCredentials(tls, bearer), tls };
+  return tokenPath ? { tls, authorization: () => `Bearer ${readBearerToken(tokenPath)}` } : { tls };
 }
 
 /** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,

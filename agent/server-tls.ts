@@ -1,22 +1,12 @@
-// The TLS side of one connection attempt to a proxy-server, plugged into grpc-js as its
-// ChannelCredentials (grpc-js's SecureConnector extension point; @grpc/grpc-js is pinned exactly
-// and test/reconnect.test.ts counts the sockets). We do the handshake ourselves because grpc-js's:
-// - sends an IP --proxy-server-host as SNI, which Node answers with a DEP0123 warning (Go's
-//   crypto/tls sends no SNI for an IP and checks the IP against the certificate's IP names, as here);
-// - reports a failure in Node's words, which name neither the certificate nor the flag (tls-problem.ts);
-// - lets a subchannel that was released while backing off (its channel closed by us) connect again
-//   once its backoff ends: a second TLS connection to the server that nobody uses or closes
-//   (grpc-js 1.14 subchannel.ts: unref at refcount 0 leaves TRANSIENT_FAILURE alone). Once grpc-js
-//   destroys our connector, it refuses to connect.
+// The TLS side of one connection attempt to a proxy-server: our own handshake on the TCP socket, so
+// - an IP --proxy-server-host is checked against the certificate's IP names with no SNI sent (as Go's
+//   crypto/tls does; Node warns DEP0123 for an IP servername);
+// - a failure names the certificate Node saw, the flag to look at and the CAs it trusts (tls-problem.ts).
 import { X509Certificate } from 'node:crypto';
 import { isIP, type Socket } from 'node:net';
-import { connect as tlsConnect, type PeerCertificate, type SecureContext } from 'node:tls';
-import * as grpc from '@grpc/grpc-js';
+import { connect as tlsConnect, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
 import { certificateBlocks } from './pem.js';
 import { closedAfterHandshake, describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
-
-type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
-type SecureConnector = ReturnType<CreateConnector>;
 
 export interface ServerTlsOptions {
   secureContext: SecureContext;
@@ -51,36 +41,14 @@ function certificates(pem: Buffer | null | undefined): X509Certificate[] {
   return out;
 }
 
-export class ServerTlsCredentials extends grpc.ChannelCredentials {
+export class ServerTls {
   /** The last TLS failure in an operator's words, for the attempt's error message. */
   problem?: string;
 
-  constructor(private readonly opts: ServerTlsOptions) {
-    super();
-  }
+  constructor(private readonly opts: ServerTlsOptions) {}
 
-  _isSecure(): boolean {
-    return true;
-  }
-
-  _equals(other: grpc.ChannelCredentials): boolean {
-    return other === this;
-  }
-
-  _createSecureConnector(...[, , callCredentials]: Parameters<CreateConnector>): SecureConnector {
-    let destroyed = false;
-    const released = () => new Error(`connection to ${this.opts.server} abandoned: its channel was closed`);
-    return {
-      connect: (socket) => (destroyed ? Promise.reject(released()) : this.handshake(socket)),
-      waitForReady: () => (destroyed ? Promise.reject(released()) : Promise.resolve()),
-      getCallCredentials: () => callCredentials ?? grpc.credentials.createEmpty(),
-      destroy: () => {
-        destroyed = true;
-      },
-    };
-  }
-
-  private handshake(socket: Socket): Promise<{ socket: Socket; secure: boolean }> {
+  /** Runs the handshake on a connected TCP socket; rejects with the failure in an operator's words. */
+  handshake(socket: Socket): Promise<TLSSocket> {
     const { host } = this.opts;
     return new Promise((resolve, reject) => {
       let connected = false;
@@ -93,14 +61,14 @@ export class ServerTlsCredentials extends grpc.ChannelCredentials {
           return;
         }
         // A server that closes before its first HTTP/2 byte (a Node server refusing our client
-        // certificate) leaves grpc-js with only "Failed to connect".
+        // certificate) would leave only "closed the connection".
         tls.once('close', () => {
           if (tls.bytesRead === 0) this.fail(closedAfterHandshake, 'connection closed after the TLS handshake');
         });
-        resolve({ socket: tls, secure: true });
+        resolve(tls);
       });
       // With TLS 1.3 the server checks our certificate after our side is done: its refusal then
-      // arrives as an alert on the open socket, which grpc-js reports in Node's words.
+      // arrives as an alert on the open socket.
       tls.on('error', (e: NodeJS.ErrnoException) => {
         if (!connected) reject(this.fail(e.code, e.message));
         else if (e.code && alertCode.test(e.code)) this.fail(e.code, e.message);

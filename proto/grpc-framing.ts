@@ -1,0 +1,56 @@
+// gRPC's length-prefixed messages on an HTTP/2 stream: a compressed flag, a big-endian uint32
+// length, the message. The reader cuts a stream of chunks into messages without copying a message
+// that arrives whole in one chunk (all but the largest DATA packets).
+
+/** Bytes before each message: the compressed flag and the length. */
+export const grpcPrefixBytes = 5;
+
+export class GrpcFramingError extends Error {}
+
+export class GrpcMessageReader {
+  /** Bytes of an incomplete prefix or message, kept until the rest arrives. */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+
+  /** `maxMessageBytes`: a longer message is an error (gRPC's RESOURCE_EXHAUSTED), not a buffer. */
+  constructor(private readonly maxMessageBytes: number) {}
+
+  /** Feeds one chunk; calls `onMessage` for each complete message in order. Throws GrpcFramingError. */
+  push(chunk: Buffer, onMessage: (message: Buffer) => void): void {
+    let buf = chunk;
+    if (this.pendingBytes > 0) {
+      this.pending.push(chunk);
+      this.pendingBytes += chunk.length;
+      const length = this.messageLength(this.pendingBytes >= grpcPrefixBytes ? this.prefix() : undefined);
+      if (length === undefined || this.pendingBytes < grpcPrefixBytes + length) return;
+      buf = Buffer.concat(this.pending, this.pendingBytes);
+      this.pending = [];
+      this.pendingBytes = 0;
+    }
+    let at = 0;
+    while (buf.length - at >= grpcPrefixBytes) {
+      const length = this.messageLength(buf.subarray(at, at + grpcPrefixBytes))!;
+      if (buf.length - at < grpcPrefixBytes + length) break;
+      onMessage(buf.subarray(at + grpcPrefixBytes, at + grpcPrefixBytes + length));
+      at += grpcPrefixBytes + length;
+    }
+    if (at < buf.length) {
+      this.pending.push(buf.subarray(at));
+      this.pendingBytes = buf.length - at;
+    }
+  }
+
+  /** The first five pending bytes, which may span chunks. */
+  private prefix(): Buffer {
+    const first = this.pending[0]!;
+    return first.length >= grpcPrefixBytes ? first : Buffer.concat(this.pending, this.pendingBytes).subarray(0, grpcPrefixBytes);
+  }
+
+  private messageLength(prefix: Buffer | undefined): number | undefined {
+    if (!prefix) return undefined;
+    if (prefix[0] !== 0) throw new GrpcFramingError(`compressed message (flag ${prefix[0]}) but no compression was negotiated`);
+    const length = prefix.readUInt32BE(1);
+    if (length > this.maxMessageBytes) throw new GrpcFramingError(`message of ${length} bytes exceeds the limit of ${this.maxMessageBytes}`);
+    return length;
+  }
+}
