@@ -120,7 +120,7 @@ export class EndpointConnection implements BufferHolder {
   /** Sends target bytes as DATA; false when the socket must stop reading until the stream drains. */
   private readonly relay = (chunk: Uint8Array): boolean => {
     if (this.closed) return true;
-    this.opts.metrics.bytesFromTarget.inc(chunk.length);
+    this.opts.metrics.countBytesFromTarget(chunk.length);
     if (this.sink.sendData(this.wireID, chunk)) return true;
     this.sink.whenWritable(() => {
       if (!this.closed) this.socket.resume();
@@ -131,7 +131,7 @@ export class EndpointConnection implements BufferHolder {
   /** DATA from the hub. */
   write(data: Buffer): void {
     if (this.closed) return;
-    this.opts.metrics.bytesToTarget.inc(data.length);
+    this.opts.metrics.countBytesToTarget(data.length);
     // A target's stall clock starts when bytes start waiting for it, not at its last write.
     if (this.buffered === 0) this.lastProgress = performance.now();
     this.socket.write(data, this.flushed);

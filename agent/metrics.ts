@@ -2,7 +2,7 @@
 // agent's meaning (pkg/agent/metrics/metrics.go), so existing dashboards keep working; what the Go
 // agent has no metric for is under spoke_agent_*.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { packetTypeName, PacketType } from '../proto/packet-types.js';
+import { packetTypeName } from '../proto/packet-types.js';
 
 const goPrefix = 'konnectivity_network_proxy_agent_';
 const latencyBuckets = [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30];
@@ -32,10 +32,13 @@ export class AgentMetrics {
   readonly bufferBrakes: Counter;
   private budget?: { total: number; limit: number };
   readonly bytes: Counter<'direction'>;
-  readonly bytesToTarget: Counter.Internal;
-  readonly bytesFromTarget: Counter.Internal;
-  /** Pre-bound children: the packet counters sit on the data path. */
-  private readonly packetChildren: Record<Segment, Counter.Internal[]>;
+  /**
+   * The data-path counts are plain additions, handed to prom-client when it is scraped: a
+   * prom-client child's inc() validates and hashes its labels on every call (a visible share of
+   * the agent's CPU per packet).
+   */
+  private readonly packetCounts: Record<Segment, Map<number, number>> = { from_agent: new Map(), to_agent: new Map() };
+  private readonly byteCounts = { to_target: 0, from_target: 0 };
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -44,7 +47,14 @@ export class AgentMetrics {
     this.openServerConnections = new Gauge({ name: `${goPrefix}open_server_connections`, help: 'Current number of open server connections.', registers });
     this.knownServerCount = new Gauge({ name: `${goPrefix}known_server_count`, help: 'Current number of servers agent is trying to connect to.', registers });
     this.openEndpointConnections = new Gauge({ name: `${goPrefix}open_endpoint_connections`, help: 'Current number of open endpoint connections.', registers });
-    this.streamPackets = new Counter({ name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers });
+    const packetCounts = this.packetCounts;
+    this.streamPackets = new Counter({
+      name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers,
+      collect() {
+        this.reset();
+        for (const segment of ['from_agent', 'to_agent'] as const) for (const [type, n] of packetCounts[segment]) this.inc({ segment, packet_type: packetTypeName(type) }, n);
+      },
+    });
     this.streamErrors = new Counter({ name: `${goPrefix}stream_errors_total`, help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.', labelNames: ['segment', 'code', 'packet_type'], registers });
     this.rejectedPackets = new Counter({ name: 'spoke_agent_rejected_packets_total', help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial): each is a server or protocol fault. A packet for a connection this agent closed moments ago is not one (see spoke_agent_late_packets_total).', labelNames: ['reason'], registers });
     this.latePackets = new Counter({ name: 'spoke_agent_late_packets_total', help: 'Packets from the server for a connection or dial this agent had just closed (the ordinary race of both sides closing at once), by packet type (CLOSE_REQ, DATA, DIAL_CLS); answered as the Go agent does.', labelNames: ['type'], registers });
@@ -60,11 +70,14 @@ export class AgentMetrics {
     this.bufferShed = new Counter({ name: 'spoke_agent_buffer_budget_shed_connections_total', help: 'Connections closed with an error because the buffer budget was exhausted and their target had stopped reading.', registers });
     this.bufferShedBytes = new Counter({ name: 'spoke_agent_buffer_budget_shed_bytes_total', help: 'Bytes dropped with the connections the buffer budget closed.', registers });
     this.bufferBrakes = new Counter({ name: 'spoke_agent_buffer_budget_brakes_total', help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.', registers });
-    this.bytes = new Counter({ name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers });
-    this.bytesToTarget = this.bytes.labels('to_target');
-    this.bytesFromTarget = this.bytes.labels('from_target');
-    const children = (segment: Segment) => Object.values(PacketType).filter((v): v is number => typeof v === 'number').map((t) => this.streamPackets.labels(segment, packetTypeName(t)));
-    this.packetChildren = { from_agent: children('from_agent'), to_agent: children('to_agent') };
+    const byteCounts = this.byteCounts;
+    this.bytes = new Counter({
+      name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers,
+      collect() {
+        this.reset();
+        for (const [direction, n] of Object.entries(byteCounts)) this.inc({ direction }, n);
+      },
+    });
   }
 
   /** The budget whose total and limit the gauges report. */
@@ -73,6 +86,15 @@ export class AgentMetrics {
   }
 
   observePacket(segment: Segment, type: number): void {
-    (this.packetChildren[segment][type] ?? this.streamPackets.labels(segment, packetTypeName(type))).inc();
+    const counts = this.packetCounts[segment];
+    counts.set(type, (counts.get(type) ?? 0) + 1);
+  }
+
+  countBytesToTarget(n: number): void {
+    this.byteCounts.to_target += n;
+  }
+
+  countBytesFromTarget(n: number): void {
+    this.byteCounts.from_target += n;
   }
 }
