@@ -70,7 +70,12 @@ export class ConnectStream {
     stream.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: err.message }));
     // The server's end of the stream (trailers, then 'end') is the end of the call, as in gRPC; the
     // stream's 'close' would wait for our side too.
-    stream.on('end', () => this.finish(this.status ?? { code: GrpcStatus.UNKNOWN, details: 'stream ended without a status' }));
+    // A reset ends the readable side too, its code known only by 'close': without trailers, end our
+    // side as well and let 'close' tell.
+    stream.on('end', () => {
+      if (this.status) this.finish(this.status);
+      else if (stream.writable) stream.end();
+    });
     stream.on('close', () => this.finish(this.status ?? resetStatus(stream.rstCode)));
     session.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }));
     session.on('close', () => this.finish(this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' }));

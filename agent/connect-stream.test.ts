@@ -1,0 +1,159 @@
+// The Connect stream against a scripted HTTP/2 server over real TLS on loopback: what a gRPC server
+// may answer (trailers-only refusals, a non-gRPC endpoint, messages cut anywhere, trailers), and what
+// the agent must refuse (an oversized message, no answer).
+import { readFileSync } from 'node:fs';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { createSecureContext } from 'node:tls';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { makePki } from '../test/support/certs.js';
+import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+import { ServerTls } from './server-tls.js';
+
+const pki = makePki();
+type Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+let handler: Handler = () => {};
+const server = http2.createSecureServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ca: readFileSync(pki.caCert), requestCert: true, allowHTTP1: false });
+server.on('stream', (stream, headers) => handler(stream, headers));
+const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+const open: ConnectStream[] = [];
+afterEach(() => open.splice(0).forEach((s) => s.cancel()));
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+const tls = new ServerTls({
+  secureContext: createSecureContext({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) }),
+  server: `127.0.0.1:${port}`,
+  host: '127.0.0.1',
+  caCert: pki.caCert,
+  agentCert: pki.clientCert,
+});
+
+function frame(body: string): Buffer {
+  const out = Buffer.alloc(5 + Buffer.byteLength(body));
+  out.writeUInt32BE(Buffer.byteLength(body), 1);
+  out.write(body, 5);
+  return out;
+}
+
+async function connect(overrides: Partial<ConnectStreamOptions> = {}) {
+  const messages: string[] = [];
+  let resolveEnd!: (s: StreamStatus) => void;
+  const ended = new Promise<StreamStatus>((r) => (resolveEnd = r));
+  const stream = await ConnectStream.open({
+    target: `127.0.0.1:${port}`,
+    secure: (s) => tls.handshake(s),
+    metadata: { agentid: 'a1', agentidentifiers: 'host=c1' },
+    timeoutMs: 2000,
+    windowBytes: 1 << 20,
+    maxMessageBytes: 1000,
+    keepaliveMs: 0,
+    keepaliveTimeoutMs: 1000,
+    onMessage: (m) => messages.push(m.toString()),
+    onEnd: resolveEnd,
+    ...overrides,
+  });
+  open.push(stream);
+  return { stream, messages, ended };
+}
+
+const grpcHeaders = { ':status': 200, 'content-type': 'application/grpc', serverid: 's1', servercount: '2' };
+
+describe('ConnectStream', () => {
+  it('sends gRPC request headers with the metadata, and reads the response headers', async () => {
+    let seen: http2.IncomingHttpHeaders = {};
+    handler = (stream, headers) => ((seen = headers), stream.respond(grpcHeaders));
+    const { stream } = await connect();
+    expect(seen).toMatchObject({ ':method': 'POST', ':path': '/AgentService/Connect', 'content-type': 'application/grpc', te: 'trailers', agentid: 'a1', agentidentifiers: 'host=c1' });
+    expect(stream.responseHeaders).toMatchObject({ serverid: 's1', servercount: '2' });
+    expect(stream.ready).toBe(true);
+  });
+
+  it('delivers messages cut anywhere, both ways, then the server\'s status from its trailers', async () => {
+    handler = (stream) => {
+      stream.respond(grpcHeaders, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      let got = Buffer.alloc(0);
+      stream.on('data', (c: Buffer) => {
+        got = Buffer.concat([got, c]);
+        if (got.length < 2 * 9) return;
+        const all = Buffer.concat([frame('one'), frame(''), frame('three'), got]);
+        for (let at = 0; at < all.length; at += 3) stream.write(all.subarray(at, at + 3));
+        stream.end();
+      });
+    };
+    const { stream, messages, ended } = await connect();
+    stream.write(frame('ping'));
+    stream.write(frame('pong'));
+    expect(await ended).toEqual({ code: GrpcStatus.OK, details: '' });
+    expect(messages).toEqual(['one', '', 'three', 'ping', 'pong']);
+    expect(stream.ready).toBe(false);
+  });
+
+  it('reports a trailers-only refusal in gRPC terms, message decoded', async () => {
+    handler = (stream) => stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'bad%20token' }, { endStream: true });
+    await expect(connect()).rejects.toThrow('UNAUTHENTICATED: bad token');
+  });
+
+  it('says so when the endpoint is not gRPC', async () => {
+    handler = (stream) => stream.respond({ ':status': 404, 'content-type': 'text/plain' }, { endStream: true });
+    await expect(connect()).rejects.toThrow(/HTTP status 404/);
+  });
+
+  it('gives up on a server that never answers, within the timeout', async () => {
+    handler = () => {};
+    const t = performance.now();
+    await expect(connect({ timeoutMs: 300 })).rejects.toThrow(`no response headers from 127.0.0.1:${port} within 300ms`);
+    expect(performance.now() - t).toBeLessThan(2000);
+  });
+
+  it('ends the stream on an oversized message, with RESOURCE_EXHAUSTED, not a buffer', async () => {
+    let reset: number | undefined;
+    handler = (stream) => {
+      stream.respond(grpcHeaders);
+      stream.write(frame('fine'));
+      stream.write(frame('x'.repeat(1001)));
+      stream.on('close', () => (reset = stream.rstCode));
+    };
+    const { messages, ended } = await connect();
+    const status = await ended;
+    expect(status.code).toBe(GrpcStatus.RESOURCE_EXHAUSTED);
+    expect(status.details).toMatch(/exceeds the limit of 1000/);
+    expect(messages).toEqual(['fine']);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(reset).toBe(http2.constants.NGHTTP2_CANCEL);
+  });
+
+  it('a stream the server gives up without trailers ends in an error status, and is over', async () => {
+    handler = (stream) => {
+      stream.respond(grpcHeaders);
+      stream.on('error', () => {});
+      setTimeout(() => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM), 20);
+    };
+    const { stream, ended } = await connect();
+    expect((await ended).code).not.toBe(GrpcStatus.OK);
+    expect(stream.ready).toBe(false);
+  });
+
+  it('a stream refused before it was answered fails the open with the reset', async () => {
+    handler = (stream) => {
+      stream.on('error', () => {});
+      stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+    };
+    await expect(connect()).rejects.toThrow(/NGHTTP2_REFUSED_STREAM/);
+  });
+
+  it('half-closes on end(): what was written arrives, then the server ends the call', async () => {
+    let received = '';
+    handler = (stream) => {
+      stream.respond(grpcHeaders, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.on('data', (c: Buffer) => (received += c.subarray(5).toString()));
+      stream.on('end', () => stream.end());
+    };
+    const { stream, ended } = await connect();
+    stream.write(frame('last words'));
+    stream.end();
+    expect((await ended).code).toBe(GrpcStatus.OK);
+    expect(received).toBe('last words');
+  });
+});
