@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentService, PacketType, type OutPacket, type Packet } from './packets.js';
-import { decodePacket, encodeDataFrame, encodeDataPacket, encodeFrame, encodePacket, GRPC_PREFIX } from './packet-codec.js';
+import { decodePacket, encodeDataFrame, encodeDataPacket, encodeFrame, encodePacket } from './packet-codec.js';
+import { grpcPrefixBytes } from './grpc-framing.js';
 
 // protobufjs, as proto-loader configures it for the agent, is the oracle.
 const connect = AgentService.service.Connect!;
@@ -40,10 +41,10 @@ function outPackets(): OutPacket[] {
 const label = (p: OutPacket): string => JSON.stringify(p.type === PacketType.DATA ? { ...p, data: { ...p.data, data: `<${p.data.data.length} bytes>` } } : p).slice(0, 160);
 
 function expectFrame(frame: Buffer, body: Buffer): void {
-  expect(frame.length).toBe(GRPC_PREFIX + body.length);
+  expect(frame.length).toBe(grpcPrefixBytes + body.length);
   expect(frame[0]).toBe(0);
   expect(frame.readUInt32BE(1)).toBe(body.length);
-  expect(frame.subarray(GRPC_PREFIX).equals(body)).toBe(true);
+  expect(frame.subarray(grpcPrefixBytes).equals(body)).toBe(true);
 }
 
 /** toEqual, with DATA payloads compared as bytes (element-wise comparison of 256 KiB is slow). */
@@ -124,7 +125,7 @@ describe('encodeDataPacket / encodeDataFrame', () => {
     const backing = new Uint8Array([9, 1, 2, 3, 9]);
     const frame = encodeDataFrame(7n, backing.subarray(1, 4));
     backing.fill(0);
-    expect(decodePacket(frame.subarray(GRPC_PREFIX)).data?.data).toEqual(Buffer.from([1, 2, 3]));
+    expect(decodePacket(frame.subarray(grpcPrefixBytes)).data?.data).toEqual(Buffer.from([1, 2, 3]));
   });
 });
 

@@ -7,10 +7,8 @@
 // decode (packet-codec.test.ts checks both against protobufjs), with two deliberate differences:
 // decoding is strict (malformed input throws instead of being clamped or skipped as a group), and
 // a packet with two oneof members keeps only the last one on the wire, as Go does.
+import { grpcPrefixBytes } from './grpc-framing.js';
 import { PacketType, type OutPacket, type Packet, type PayloadName } from './packet-types.js';
-
-/** The gRPC message prefix: a compressed flag (0) and a big-endian uint32 length. */
-export const GRPC_PREFIX = 5;
 
 // Wire types used by the schema, plus the two fixed-size ones we only skip.
 const VARINT = 0;
@@ -356,7 +354,7 @@ function writePlan(size: number, offset: number): Buffer {
 }
 
 function withPrefix(size: number): Buffer {
-  const out = writePlan(size, GRPC_PREFIX);
+  const out = writePlan(size, grpcPrefixBytes);
   out[0] = 0;
   out.writeUInt32BE(size, 1);
   return out;
