@@ -66,7 +66,7 @@ export class EndpointConnection implements BufferHolder {
   };
 
   constructor(readonly connectID: string, private readonly socket: Duplex, private readonly sink: PacketSink, private readonly opts: EndpointOptions) {
-    opts.metrics.openEndpointConnections.inc();
+    opts.metrics.endpointCounts.open++;
     this.wireID = BigInt(connectID);
     opts.budget.register(this);
   }
@@ -89,7 +89,7 @@ export class EndpointConnection implements BufferHolder {
     this.opts.budget.unregister(this);
     if (this.closing) {
       this.closing = false;
-      this.opts.metrics.closingEndpointConnections.dec();
+      this.opts.metrics.endpointCounts.closing--;
     }
   }
 
@@ -193,13 +193,13 @@ export class EndpointConnection implements BufferHolder {
     this.closed = true;
     if (!this.released) {
       this.closing = true;
-      this.opts.metrics.closingEndpointConnections.inc();
+      this.opts.metrics.endpointCounts.closing++;
     }
     if (this.overBudget) {
       this.overBudget = false;
       this.opts.onUnderBudget(this);
     }
-    this.opts.metrics.openEndpointConnections.dec();
+    this.opts.metrics.endpointCounts.open--;
     this.opts.metrics.bufferHighWater.observe(this.highWater);
     this.opts.log.debug({ connectID: this.connectID, why, highWater: this.highWater }, 'endpoint connection closed');
     this.opts.onClosed(this);

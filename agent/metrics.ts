@@ -39,6 +39,8 @@ export class AgentMetrics {
    */
   private readonly packetCounts: Record<Segment, Map<number, number>> = { from_agent: new Map(), to_agent: new Map() };
   private readonly byteCounts = { to_target: 0, from_target: 0 };
+  /** Endpoint connections open, and closed but still flushing (changed per connection, read per scrape). */
+  readonly endpointCounts = { open: 0, closing: 0 };
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -46,7 +48,8 @@ export class AgentMetrics {
     this.dialFailures = new Counter({ name: `${goPrefix}endpoint_dial_failure_total`, help: 'Number of failures dialing the remote endpoint, by reason (timeout, refused, unresolvable, denied, unknown).', labelNames: ['reason'], registers });
     this.openServerConnections = new Gauge({ name: `${goPrefix}open_server_connections`, help: 'Current number of open server connections.', registers });
     this.knownServerCount = new Gauge({ name: `${goPrefix}known_server_count`, help: 'Current number of servers agent is trying to connect to.', registers });
-    this.openEndpointConnections = new Gauge({ name: `${goPrefix}open_endpoint_connections`, help: 'Current number of open endpoint connections.', registers });
+    const counts = this.endpointCounts;
+    this.openEndpointConnections = gaugeOf(registers, `${goPrefix}open_endpoint_connections`, 'Current number of open endpoint connections.', () => counts.open);
     const packetCounts = this.packetCounts;
     this.streamPackets = new Counter({
       name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers,
@@ -63,10 +66,9 @@ export class AgentMetrics {
     this.drains = new Counter({ name: 'spoke_agent_drains_sent_total', help: 'DRAIN packets sent to proxy-servers.', registers });
     this.bufferHighWater = new Histogram({ name: 'spoke_agent_connection_buffer_high_water_bytes', help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.', buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20], registers });
     this.bufferOverflows = new Counter({ name: 'spoke_agent_connection_buffer_overflows_total', help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.', registers });
-    this.closingEndpointConnections = new Gauge({ name: 'spoke_agent_closing_endpoint_connections', help: 'Target sockets of closed connections not yet released: flushing their final bytes, for at most 1s.', registers });
-    const budget = () => this.budget;
-    this.bufferedBytes = new Gauge({ name: 'spoke_agent_buffered_bytes', help: 'Bytes waiting to be written to targets, across all connections (bounded by --max-total-buffer).', registers, collect() { this.set(budget()?.total ?? 0); } });
-    this.bufferBudgetBytes = new Gauge({ name: 'spoke_agent_buffer_budget_bytes', help: 'The total of bytes that may wait for targets across all connections (--max-total-buffer, or its default from the container memory limit).', registers, collect() { this.set(budget()?.limit ?? 0); } });
+    this.closingEndpointConnections = gaugeOf(registers, 'spoke_agent_closing_endpoint_connections', 'Target sockets of closed connections not yet released: flushing their final bytes, for at most 1s.', () => counts.closing);
+    this.bufferedBytes = gaugeOf(registers, 'spoke_agent_buffered_bytes', 'Bytes waiting to be written to targets, across all connections (bounded by --max-total-buffer).', () => this.budget?.total ?? 0);
+    this.bufferBudgetBytes = gaugeOf(registers, 'spoke_agent_buffer_budget_bytes', 'The total of bytes that may wait for targets across all connections (--max-total-buffer, or its default from the container memory limit).', () => this.budget?.limit ?? 0);
     this.bufferShed = new Counter({ name: 'spoke_agent_buffer_budget_shed_connections_total', help: 'Connections closed with an error because the buffer budget was exhausted and their target had stopped reading.', registers });
     this.bufferShedBytes = new Counter({ name: 'spoke_agent_buffer_budget_shed_bytes_total', help: 'Bytes dropped with the connections the buffer budget closed.', registers });
     this.bufferBrakes = new Counter({ name: 'spoke_agent_buffer_budget_brakes_total', help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.', registers });
@@ -97,4 +99,16 @@ export class AgentMetrics {
   countBytesFromTarget(n: number): void {
     this.byteCounts.from_target += n;
   }
+}
+
+/** A gauge read when scraped, for values the agent keeps as plain numbers anyway. */
+function gaugeOf(registers: Registry[], name: string, help: string, read: () => number): Gauge {
+  return new Gauge({
+    name,
+    help,
+    registers,
+    collect() {
+      this.set(read());
+    },
+  });
 }

@@ -161,14 +161,15 @@ export class Tunnel {
           socket.destroy();
           return;
         }
-        this.pending.delete(random);
-        this.finishedDials.add(random);
-        this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions);
         this.connections.set(connectID, conn);
+        // The answer first: the hub's client waits on it; the bookkeeping does not need to.
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
+        this.pending.delete(random);
+        this.finishedDials.add(random);
         conn.start();
+        this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
         this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
       },
       (err: unknown) => {
