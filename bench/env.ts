@@ -17,6 +17,8 @@ import { pattern, unusedPort } from '../test/support/targets.js';
 export const repoRoot = new URL('..', import.meta.url).pathname;
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
 const profileDir = process.env.BENCH_CPU_PROF;
+/** Set BENCH_NODE_FLAGS='--no-maglev ...' to try V8/Node flags on the agent and hub processes. */
+const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const goBinaries = ['proxy-server', 'proxy-agent'];
 /** The Go reference binaries' folder, or undefined to bench without them (`goReferenceNote` says why). */
 export const anpBinDir = referenceBinDir('ANP_BIN_DIR', 'anp', goBinaries);
@@ -100,7 +102,7 @@ export type Wrap = (command: string, args: string[]) => [string, string[]];
 /** A .ts file runs through tsx's loader; a .js file (the built dist/) runs as shipped. */
 export function spawnNode(name: string, script: string, args: string[], wrap: Wrap = (c, a) => [c, a]): Proc {
   const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
-  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const loader = [...nodeFlags, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : [])];
   // process.execPath is the pinned Node 24 (npm scripts put node_modules/.bin first).
   const [command, argv] = wrap(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args]);
   const child = spawn(command, argv, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
