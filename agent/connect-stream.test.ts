@@ -3,8 +3,8 @@
 // the agent must refuse (an oversized message, no answer).
 import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
-import { createSecureContext } from 'node:tls';
+import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
+import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { makePki } from '../test/support/certs.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
@@ -20,13 +20,15 @@ const open: ConnectStream[] = [];
 afterEach(() => open.splice(0).forEach((s) => s.cancel()));
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-const tls = new ServerTls({
+const tlsOptions = {
   secureContext: createSecureContext({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) }),
   server: `127.0.0.1:${port}`,
   host: '127.0.0.1',
+  alpn: [],
   caCert: pki.caCert,
   agentCert: pki.clientCert,
-});
+};
+const tls = new ServerTls(tlsOptions);
 
 function frame(body: string): Buffer {
   const out = Buffer.alloc(5 + Buffer.byteLength(body));
@@ -155,5 +157,18 @@ describe('ConnectStream', () => {
     stream.end();
     expect((await ended).code).toBe(GrpcStatus.OK);
     expect(received).toBe('last words');
+  });
+
+  it('offers --alpn-proto before h2 in the TLS handshake', async () => {
+    let offered: string[] = [];
+    const tlsServer = createTlsServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ALPNCallback: ({ protocols }) => ((offered = protocols), 'h2') }, (s) => s.destroy());
+    const tlsPort = await new Promise<number>((resolve) => tlsServer.listen(0, '127.0.0.1', () => resolve((tlsServer.address() as AddressInfo).port)));
+    const withAlpn = new ServerTls({ ...tlsOptions, server: `127.0.0.1:${tlsPort}`, alpn: ['konnectivity', 'h2'] });
+    const socket = await new Promise<Socket>((resolve) => {
+      const s = connectTcp(tlsPort, '127.0.0.1', () => resolve(s));
+    });
+    (await withAlpn.handshake(socket)).destroy();
+    tlsServer.close();
+    expect(offered).toEqual(['konnectivity', 'h2']);
   });
 });

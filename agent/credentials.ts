@@ -12,6 +12,8 @@ export interface CredentialFiles {
   agentCert: string;
   agentKey: string;
   serviceAccountTokenPath: string;
+  /** --alpn-proto: offered before h2 (a front-end sharing the server's address may route on them). */
+  alpnProto?: string[];
 }
 
 const read = (path: string): Buffer | null => (path ? readFileSync(path) : null);
@@ -64,7 +66,7 @@ export function loadCredentials(files: CredentialFiles, server: string, host: st
   const cert = read(files.agentCert);
   const key = read(files.agentKey);
   const secureContext = createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined });
-  const tls = new ServerTls({ secureContext, server, host, caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
+  const tls = new ServerTls({ secureContext, server, host, alpn: files.alpnProto ?? [], caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
   const tokenPath = files.serviceAccountTokenPath;
   return tokenPath ? { tls, authorization: () => `Bearer ${readBearerToken(tokenPath)}` } : { tls };
 }

@@ -16,7 +16,7 @@ export const agentFlags = {
   agentCert: str('agent-cert', '', 'If non-empty secure communication with this cert (mTLS client certificate).', { validate: fileExists('agent cert') }),
   agentKey: str('agent-key', '', 'If non-empty secure communication with this key.', { validate: fileExists('agent key') }),
   caCert: str('ca-cert', '', 'If non-empty the CAs we use to validate the proxy-server (re-read on every connect).', { validate: fileExists('CA cert') }),
-  alpnProto: list('alpn-proto', [], 'Additional ALPN protocols to be presented when connecting to the server (grpc-js always offers h2 only).', { ignored: true }),
+  alpnProto: list('alpn-proto', [], 'Additional ALPN protocols to be presented when connecting to the server. Useful to distinguish between network proxy and apiserver connections that share the same destination address. h2 is always offered last.'),
   agentID: str('agent-id', '', "The unique ID of this agent. Can also be set by the 'PROXY_AGENT_ID' environment variable. Default to a generated uuid if not set.", { env: 'PROXY_AGENT_ID', defaultText: 'random uuid' }),
   agentIdentifiers: str('agent-identifiers', '', 'Identifiers of the agent that will be used by the server when choosing agent, URL-encoded, e.g. host=localhost&host=node1.mydomain.com&ipv4=1.2.3.4&default-route=true', { validate: validateIdentifiers }),
   serviceAccountTokenPath: str('service-account-token-path', '', 'If non-empty proxy agent uses this token (re-read on every connect) to prove its identity to the proxy server.', { validate: fileExists('service account token path') }),

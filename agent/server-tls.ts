@@ -13,6 +13,8 @@ export interface ServerTlsOptions {
   /** host:port of the proxy-server, and the host its certificate must name. */
   server: string;
   host: string;
+  /** ALPN protocols to offer before h2, as the Go agent's --alpn-proto (grpc-go appends h2 the same way). */
+  alpn: string[];
   /** For messages: the flags' paths and the PEM they hold. */
   caCert: string;
   caPem?: Buffer | null;
@@ -53,7 +55,7 @@ export class ServerTls {
     return new Promise((resolve, reject) => {
       let connected = false;
       // Verification is ours (below), so the failure can name the certificate Node saw.
-      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: isIP(host) ? undefined : host, ALPNProtocols: ['h2'], rejectUnauthorized: false }, () => {
+      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: isIP(host) ? undefined : host, ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'], rejectUnauthorized: false }, () => {
         connected = true;
         if (!tls.authorized) {
           reject(this.fail(String(tls.authorizationError), `certificate verification failed: ${String(tls.authorizationError)}`, tls.getPeerCertificate()));
