@@ -7,6 +7,7 @@ import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
 import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { makePki } from '../test/support/certs.js';
+import { TcpBalancer } from '../test/support/tcp-balancer.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 import { ServerTls } from './server-tls.js';
 
@@ -170,5 +171,22 @@ describe('ConnectStream', () => {
     (await withAlpn.handshake(socket)).destroy();
     tlsServer.close();
     expect(offered).toEqual(['konnectivity', 'h2']);
+  });
+
+  it('keeps a quiet connection with PINGs, and drops one whose PINGs go unanswered', async () => {
+    handler = (stream) => stream.respond(grpcHeaders);
+    const relay = new TcpBalancer([port]);
+    const relayPort = await relay.listen();
+    try {
+      const { stream, ended } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300 });
+      await new Promise((r) => setTimeout(r, 600));
+      expect(stream.ready).toBe(true);
+      relay.freeze();
+      const t = performance.now();
+      expect(await ended).toEqual({ code: GrpcStatus.UNAVAILABLE, details: 'keepalive ping unanswered for 300ms' });
+      expect(performance.now() - t).toBeLessThan(2000);
+    } finally {
+      await relay.close();
+    }
   });
 });

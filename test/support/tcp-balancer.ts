@@ -5,6 +5,7 @@ import net from 'node:net';
 export class TcpBalancer {
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
+  private readonly pairs = new Set<[net.Socket, net.Socket]>();
   private next = 0;
   port = 0;
 
@@ -22,6 +23,9 @@ export class TcpBalancer {
           upstream.destroy();
         });
       }
+      const pair: [net.Socket, net.Socket] = [client, upstream];
+      this.pairs.add(pair);
+      client.on('close', () => this.pairs.delete(pair));
       client.pipe(upstream).pipe(client);
     });
   }
@@ -34,6 +38,14 @@ export class TcpBalancer {
 
   setBackends(ports: number[]): void {
     this.backends = ports;
+  }
+
+  /** Stops carrying bytes on every open connection without closing it: a peer gone silent. */
+  freeze(): void {
+    for (const [client, upstream] of this.pairs) {
+      client.unpipe(upstream).pause();
+      upstream.unpipe(client).pause();
+    }
   }
 
   async close(): Promise<void> {
