@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentService, PacketType, type OutPacket, type Packet } from './packets.js';
-import { decodePacket, encodeDataFrame, encodeDataPacket, encodeFrame, encodePacket } from './packet-codec.js';
+import { decodePacket, encodeDataFrame, encodeFrame } from './packet-codec.js';
 import { grpcPrefixBytes } from './grpc-framing.js';
 
 // protobufjs, as proto-loader configures it for the agent, is the oracle.
@@ -85,11 +85,13 @@ function random(seed: number): () => number {
   };
 }
 
-describe('encodePacket / encodeFrame', () => {
+/** The protobuf bytes of a packet: the frame without its gRPC prefix. */
+const encodePacket = (p: OutPacket): Buffer => encodeFrame(p).subarray(grpcPrefixBytes);
+
+describe('encodeFrame', () => {
   it('writes the bytes protobufjs writes, for every packet kind and edge value, and frames them with the gRPC prefix', () => {
     for (const p of outPackets()) {
       const reference = serialize(p);
-      expect(encodePacket(p).equals(reference), label(p)).toBe(true);
       expectFrame(encodeFrame(p), reference);
     }
   });
@@ -110,12 +112,11 @@ describe('encodePacket / encodeFrame', () => {
   });
 });
 
-describe('encodeDataPacket / encodeDataFrame', () => {
+describe('encodeDataFrame', () => {
   it('is byte-identical to protobufjs for every size class and connectID range', () => {
     for (const connectID of int64s) {
       for (const payload of payloads) {
         const reference = serialize({ type: PacketType.DATA, data: { connectID, data: payload } });
-        expect(encodeDataPacket(BigInt(connectID), payload).equals(reference), `${connectID}/${payload.length}`).toBe(true);
         expectFrame(encodeDataFrame(BigInt(connectID), payload), reference);
       }
     }

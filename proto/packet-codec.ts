@@ -360,12 +360,7 @@ function withPrefix(size: number): Buffer {
   return out;
 }
 
-/** `packet` in protobuf wire format, as protobufjs writes it. */
-export function encodePacket(packet: OutPacket): Buffer {
-  return writePlan(planPacket(packet), 0);
-}
-
-/** `packet` as one gRPC message: the 5-byte prefix, then its protobuf bytes. */
+/** `packet` as one gRPC message: the 5-byte prefix, then its protobuf bytes as protobufjs writes them. */
 export function encodeFrame(packet: OutPacket): Buffer {
   return withPrefix(planPacket(packet));
 }
@@ -380,12 +375,7 @@ function planData(connectID: bigint, payload: Uint8Array): number {
   return size + closeMember(header, planInt64(tagOf(1, VARINT), connectID) + plan(Op.Bytes, tagOf(3, LEN), 0, 0, payload.length, payload));
 }
 
-/** `Packet{type: DATA, data: {connectID, data: payload}}` in protobuf wire format. */
-export function encodeDataPacket(connectID: bigint, payload: Uint8Array): Buffer {
-  return writePlan(planData(connectID, payload), 0);
-}
-
-/** The same DATA packet as one gRPC message (prefix included). */
+/** `Packet{type: DATA, data: {connectID, data: payload}}` as one gRPC message (prefix included). */
 export function encodeDataFrame(connectID: bigint, payload: Uint8Array): Buffer {
   return withPrefix(planData(connectID, payload));
 }
