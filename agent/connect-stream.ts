@@ -108,6 +108,9 @@ export class ConnectStream {
             settings: { initialWindowSize: opts.windowBytes, enablePush: false },
             // Node's own cap would reset the session under bulk transfers; the agent's buffer budget bounds memory.
             maxSessionMemory: Number.MAX_SAFE_INTEGER,
+            // Node refuses to send a header block over 64 KiB; the Go proxy-server takes identifiers
+            // up to ~580 KB (kube/README.md), and its SETTINGS say what it accepts.
+            maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
           });
           const s = session;
           // The connection's window too (grpc-js does the same): a 64 KiB one stalls bulk transfers on round trips.

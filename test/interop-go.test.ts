@@ -254,6 +254,26 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
     }
   });
 
+  it('an agent with 4,000 names in its identifiers (one ~160 KB header, past Node\'s own 64 KiB send limit) is registered', async () => {
+    const [cert, key] = pki.issue('many-names-agent', { client: true });
+    const identifiers = Array.from({ length: 4000 }, (_, i) => `host=service-${i}.namespace-${i % 50}.cluster1`).join('&');
+    expect(identifiers.length).toBeGreaterThan(150_000);
+    const before = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
+    const many = startAgent([`127.0.0.1:${connectServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-many-names', `--agent-identifiers=${identifiers}`]);
+    try {
+      await many.ready(1, 15_000);
+      let registered = 0;
+      const deadline = Date.now() + 10_000;
+      while (registered < before + 4000 && Date.now() < deadline) {
+        registered = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(registered).toBe(before + 4000);
+    } finally {
+      many.stop();
+    }
+  });
+
   it('DRAIN: the Go server marks the backend draining, an open connection keeps working and its last CLOSE_RSP arrives', async () => {
     const from = grpcServer.log.length;
     const held = await dial(grpcServer, echo.address);
