@@ -1,10 +1,12 @@
-// What an idle agent costs a node: our agent connected to a hub and doing nothing, without DNS rules
-// and with rules and the DNS server, next to bare Node (the same binary running an empty script) and
+// What an idle agent costs a node: our agent connected to a hub and doing nothing, without DNS rules,
+// with rules and the DNS server, and as the DaemonSet runs it (its rules from a ConfigMap it watches
+// through the Kubernetes client, here a fake API server on loopback), next to bare Node (the same binary running an empty script) and
 // the Go agent, in the same run. RSS is split into the process's own memory (anonymous: heap, malloc)
 // and mapped files (mostly the node binary's code: shared, reclaimable, and sized by what the kernel
 // maps around each page touched, so it moves with what else ran the binary lately).
 import { spawn } from 'node:child_process';
 import { startTestUpstream } from '../test/support/dns-upstream.js';
+import { FakeApiServer } from '../test/support/fake-apiserver.js';
 import { anpBinDir, Proc, startGoAgent, startGoHub, startOurAgent, startOurHub, type AgentProc, type TestPki } from './env.js';
 import { MiB, type Report } from './report.js';
 
@@ -47,20 +49,27 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
 
   const hub = await startOurHub(pki);
   const upstream = await startTestUpstream({ 'web.prod.svc.cluster.local': [{ type: 1, address: '10.96.0.11' }] });
+  const api = await FakeApiServer.start();
+  api.configMap('spoke', 'spoke-agent-rules', { 'rules.yaml': 'expose: [prod/web]' });
+  const dns = ['--cluster-name=cluster1', '--dns-port=0', `--dns-upstream=127.0.0.1:${upstream.port}`];
   try {
     for (const [subject, flags, target] of [
-      ['ours, connected to a hub, no DNS rules', [], { text: '<= 64 MiB (the DaemonSet request)', limit: 64 }],
-      ['ours, with rules and the DNS server', ['--cluster-name=cluster1', '--expose=prod/web', '--dns-port=0', `--dns-upstream=127.0.0.1:${upstream.port}`], { text: '<= 72 MiB', limit: 72 }],
+      ['ours, connected to a hub, no DNS rules', [], { text: '<= 64 MiB', limit: 64 }],
+      ['ours, with rules and the DNS server', [...dns, '--expose=prod/web'], { text: '<= 72 MiB', limit: 72 }],
+      ['ours, as the DaemonSet runs it: rules from a watched ConfigMap (Kubernetes client)', [...dns, `--kubeconfig=${api.kubeconfigPath}`, '--rules-configmap=spoke/spoke-agent-rules'], { text: '<= 128 MiB (the DaemonSet\'s memory request)', limit: 128 }],
     ] as const) {
       const agent = await startOurAgent(pki, hub, [...flags]);
       try {
         await settle();
+        // Only a figure for the agent doing its job: watching the ConfigMap, not retrying it.
+        if (flags.some((f) => f.startsWith('--rules-configmap')) && (await agent.metric('spoke_agent_kube_watch_synced')) !== 1) throw new Error(`${subject}: the agent is not watching its rules ConfigMap\n${agent.proc.log}`);
         add(subject, await measure(agent), bareIdle, target);
       } finally {
         await agent.proc.stop();
       }
     }
   } finally {
+    await api.close();
     await upstream.close();
     await hub.proc.stop();
   }
