@@ -68,10 +68,9 @@ export class ConnectStream {
     });
     stream.on('trailers', (trailers: http2.IncomingHttpHeaders) => (this.status ??= statusOf(trailers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without grpc-status' }));
     stream.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: err.message }));
-    // The server's end of the stream (trailers, then 'end') is the end of the call, as in gRPC; the
-    // stream's 'close' would wait for our side too.
-    // A reset ends the readable side too, its code known only by 'close': without trailers, end our
-    // side as well and let 'close' tell.
+    // The server's end of the stream (trailers, then 'end') ends the call, as in gRPC; 'close' would
+    // wait for our side too. An end without trailers may be a reset, whose code only 'close' tells:
+    // end our side as well and let it.
     stream.on('end', () => {
       if (this.status) this.finish(this.status);
       else if (stream.writable) stream.end();
