@@ -6,6 +6,7 @@ import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet }
 import { joinHostPort } from '../agent/address.js';
 import { DialError, type DialContext, type DialOptions } from './dial.js';
 import { newRandom } from './random.js';
+import { ProxyTlsCredentials } from './proxy-tls.js';
 
 /** gRPC refuses messages over 4 MiB by default; smaller ones also keep flow control fine-grained. */
 const maxDataBytes = 64 * 1024;
@@ -125,9 +126,7 @@ class GrpcTunnel extends Duplex {
 
 export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   const target = joinHostPort(opts.proxyHost, opts.proxyPort);
-  const creds = ctx.tls
-    ? grpc.credentials.createSsl(opts.ca ? Buffer.from(opts.ca) : null, opts.key ? Buffer.from(opts.key) : null, opts.cert ? Buffer.from(opts.cert) : null)
-    : grpc.credentials.createInsecure();
+  const creds = ctx.tls ? new ProxyTlsCredentials(opts.proxyHost, { ca: opts.ca, cert: opts.cert, key: opts.key }) : grpc.credentials.createInsecure();
   // A channel of its own per dial, as CreateSingleUseGrpcTunnel does; a 1 MiB window where grpc-go
   // would grow one by itself.
   const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': 1 << 20 });

@@ -71,6 +71,36 @@ describe('spoke-agent dial', () => {
     expect(t.err()).toMatch(/established/);
   });
 
+  it('reaches a gRPC frontend over TLS by IP, the IP checked against the certificate, without a DEP0123 warning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => warnings.push(`${w.code ?? w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    cleanups.push(() => process.off('warning', onWarning));
+    const pki = makePki();
+    const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null, agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert), frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert) });
+    cleanups.push(() => hub.close());
+    const echo = await startEchoServer();
+    cleanups.push(() => echo.close());
+    agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
+    await hub.waitForAgent();
+    const tls = [`--ca-cert=${pki.caCert}`, `--client-cert=${pki.clientCert}`, `--client-key=${pki.clientKey}`];
+    const t = io();
+    const code = runDialCommand(['--proxy-host=127.0.0.1', `--proxy-port=${hub.ports.server}`, ...tls, '--close-on-eof', echo.address], t.io);
+    t.stdin.write('by IP\n');
+    await expect.poll(() => t.out(), { message: t.err() }).toBe('by IP\n');
+    t.stdin.end();
+    expect(await code).toBe(0);
+    // A certificate without the IP is refused: the IP is what is checked.
+    const [otherCert, otherKey] = pki.issue('named-only', { serverNames: ['localhost'] });
+    const named = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null, frontendTls: readPair(otherCert, otherKey, pki.caCert) });
+    cleanups.push(() => named.close());
+    const refused = io();
+    expect(await runDialCommand(['--proxy-host=127.0.0.1', `--proxy-port=${named.ports.server}`, ...tls, '--dial-timeout=3s', echo.address], refused.io)).toBe(1);
+    expect(refused.err()).toMatch(/IP: 127\.0\.0\.1 is not in the cert's list/);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(warnings.filter((w) => w.startsWith('DEP0123'))).toEqual([]);
+  });
+
   it('exits 1 with the hub error when no agent is connected', async () => {
     const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null });
     cleanups.push(() => hub.close());
