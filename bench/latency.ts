@@ -85,30 +85,39 @@ async function dialRate(s: Subject, echo: string, parallel: number, ms: number):
   return { rate, agentCpuMs: ((after.agent - before.agent) / done) * 1000, othersCpuMs: (others / done) * 1000 };
 }
 
-interface Measured {
+/** What a new dial costs: the server's own timing of the agent's share, and the dial rate. */
+interface DialFigures {
+  /** Mean DIAL_REQ-to-DIAL_RSP time as the Go proxy-server measures it, ms (Go-hub subjects). */
+  serverDialMs?: number;
+  rate: DialRate;
+}
+
+async function measureDials(s: Subject, echo: string, nDial: number, parallel: number, rateMs: number): Promise<DialFigures & { dial: number[] }> {
+  const before = await s.hub?.dialDurations?.();
+  const dial = await dialEach(s.route, echo, nDial);
+  const after = await s.hub?.dialDurations?.();
+  const serverDialMs = before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined;
+  return { dial, serverDialMs, rate: await dialRate(s, echo, parallel, rateMs) };
+}
+
+interface Measured extends DialFigures {
   openP50: number;
   openP99: number;
   dialP50: number;
   dialP99: number;
-  rate: DialRate;
-  /** Mean DIAL_REQ-to-DIAL_RSP time as the Go proxy-server measures it, ms (Go-hub subjects). */
-  serverDialMs?: number;
 }
 
 export async function runLatency(report: Report, subjects: Subjects, targets: Targets, quick: boolean): Promise<void> {
   const section = 'Latency and dial rate';
   const [nOpen, nDial, rateMs, parallel] = quick ? [500, 100, 1500, 16] : [3000, 400, 4000, 16];
   const results = new Map<Subject['role'], Measured>();
-  for (const subject of subjects.list()) {
+  const list = subjects.list();
+  for (const subject of list) {
     const m = await subject.use(async (s): Promise<Measured> => {
       await dialEach(s.route, targets.echo, 20); // warm-up
       const open = await openConnection(s.route, targets.echo, nOpen);
-      const before = await s.hub?.dialDurations?.();
-      const dial = await dialEach(s.route, targets.echo, nDial);
-      const after = await s.hub?.dialDurations?.();
-      const serverDialMs = before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined;
-      const rate = await dialRate(s, targets.echo, parallel, rateMs);
-      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP50: percentile(dial, 50), dialP99: percentile(dial, 99), rate, serverDialMs };
+      const { dial, ...figures } = await measureDials(s, targets.echo, nDial, parallel, rateMs);
+      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP50: percentile(dial, 50), dialP99: percentile(dial, 99), ...figures };
     });
     if (!results.has(subject.role)) results.set(subject.role, m);
     const direct = results.get('direct')!;
@@ -121,23 +130,59 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
     if (m.serverDialMs !== undefined) report.add({ section, metric: 'dial as the Go proxy-server times it (DIAL_REQ to DIAL_RSP), mean', subject: subject.name, value: m.serverDialMs, unit: 'ms' });
     if (subject.role === 'ours@go-hub') {
       const go = results.get('go-agent@go-hub');
-      if (go?.serverDialMs !== undefined && m.serverDialMs !== undefined) {
-        report.add({ section, metric: 'agent share of a new dial (the Go proxy-server\'s DIAL_REQ to DIAL_RSP): ours vs Go agent', subject: subject.name, value: m.serverDialMs, unit: 'ms', baseline: { subject: 'Go agent', value: go.serverDialMs }, target: { text: 'no slower than the Go agent', met: m.serverDialMs <= go.serverDialMs } });
-      }
       if (go) {
         const added = (x: Measured) => x.dialP50 - direct.dialP50;
         report.add({ section, metric: 'added latency per request with a new dial (p50 minus direct): ours vs Go agent', subject: subject.name, value: added(m), unit: 'ms', baseline: { subject: 'Go agent', value: added(go) }, target: { text: 'no more than the Go agent', met: added(m) <= added(go) * 1.05 } });
         const addedOpen = (x: Measured) => x.openP50 - direct.openP50;
         report.add({ section, metric: 'added latency per request on an open connection (p50 minus direct): ours vs Go agent', subject: subject.name, value: addedOpen(m), unit: 'ms', baseline: { subject: 'Go agent', value: addedOpen(go) }, target: { text: 'no more than the Go agent', met: addedOpen(m) <= addedOpen(go) * 1.05 } });
-        report.add({ section, metric: 'dial rate: ours vs Go agent', subject: subject.name, value: m.rate.rate, unit: 'dials/s', baseline: { subject: 'Go agent', value: go.rate.rate }, target: { text: '>= 1.2x the Go agent', met: m.rate.rate >= 1.2 * go.rate.rate } });
-        const [ours, theirs] = [m.rate, go.rate];
-        if (ours.agentCpuMs !== undefined && theirs.agentCpuMs !== undefined && theirs.othersCpuMs !== undefined) {
-          report.add({ section, metric: 'dial rate: agent CPU per dial (the rest of the run is the Go proxy-server, the client and the targets)', subject: subject.name, value: ours.agentCpuMs, unit: 'ms', baseline: { subject: 'Go agent', value: theirs.agentCpuMs } });
-          // When the machine's cores are the limit, an agent that cost nothing would raise the rate by at most this much.
-          const ceiling = (theirs.agentCpuMs + theirs.othersCpuMs) / theirs.othersCpuMs;
-          report.add({ section, metric: 'dial rate: the most a zero-CPU agent could reach, CPU-bound, as a ratio of the Go agent\'s rate (its CPU share of the run)', subject: subject.name, value: ceiling * theirs.rate, unit: 'dials/s', baseline: { subject: 'Go agent', value: theirs.rate } });
-        }
       }
     }
+  }
+  // The dial figures move by 10-30% from one run to the next on a shared 2-core machine: the targets
+  // are judged on the median of paired rounds (the Go agent, then ours, behind the same Go proxy-server).
+  const goSubject = list.find((x) => x.role === 'go-agent@go-hub');
+  const oursSubject = list.find((x) => x.role === 'ours@go-hub');
+  const first: [DialFigures | undefined, DialFigures | undefined] = [results.get('ours@go-hub'), results.get('go-agent@go-hub')];
+  if (!goSubject || !oursSubject || !first[0] || !first[1]) return;
+  const rounds: Array<[DialFigures, DialFigures]> = [[first[0], first[1]]];
+  const measure = (x: Subject) => x.use(async (s) => (await dialEach(s.route, targets.echo, 20), measureDials(s, targets.echo, nDial, parallel, rateMs)));
+  for (let r = 1; r < (quick ? 2 : 3); r++) {
+    const go = await measure(goSubject);
+    rounds.push([await measure(oursSubject), go]);
+  }
+  reportPairedRounds(report, section, oursSubject.name, rounds);
+}
+
+/** The round whose ratio (ours / Go agent) is the median of the rounds'. */
+function medianRound(rounds: Array<[DialFigures, DialFigures]>, value: (f: DialFigures) => number | undefined): [number, number, string] | undefined {
+  const pairs = rounds.map(([o, g]) => [value(o), value(g)] as const).filter((p): p is readonly [number, number] => p[0] !== undefined && p[1] !== undefined);
+  if (pairs.length === 0) return undefined;
+  const sorted = [...pairs].sort((a, b) => a[0] / a[1] - b[0] / b[1]);
+  const [ours, go] = sorted[Math.floor((sorted.length - 1) / 2)]!;
+  return [ours, go, pairs.map(([o, g]) => `x${(o / g).toFixed(2)}`).join(', ')];
+}
+
+function reportPairedRounds(report: Report, section: string, subject: string, rounds: Array<[DialFigures, DialFigures]>): void {
+  const n = rounds.length;
+  const share = medianRound(rounds, (f) => f.serverDialMs);
+  if (share) {
+    const [ours, go, all] = share;
+    report.add({ section, metric: `agent share of a new dial (the Go proxy-server's DIAL_REQ to DIAL_RSP), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go }, target: { text: 'no slower than the Go agent', met: ours <= go } });
+  }
+  const rate = medianRound(rounds, (f) => f.rate.rate);
+  if (rate) {
+    const [ours, go, all] = rate;
+    report.add({ section, metric: `dial rate, median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'dials/s', baseline: { subject: 'Go agent', value: go }, target: { text: '>= 1.2x the Go agent', met: ours >= 1.2 * go } });
+  }
+  const cpu = medianRound(rounds, (f) => f.rate.agentCpuMs);
+  if (cpu) {
+    const [ours, go, all] = cpu;
+    report.add({ section, metric: `dial rate: agent CPU per dial, median of ${n} paired rounds (${all})`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go } });
+  }
+  // When the machine's cores are the limit, an agent that cost nothing would raise the rate by at most this much.
+  const ceilings = rounds.flatMap(([, g]) => (g.rate.agentCpuMs !== undefined && g.rate.othersCpuMs ? [(g.rate.agentCpuMs + g.rate.othersCpuMs) / g.rate.othersCpuMs] : [])).sort((a, b) => a - b);
+  if (ceilings.length) {
+    const ceiling = ceilings[Math.floor((ceilings.length - 1) / 2)]!;
+    report.add({ section, metric: 'dial rate: the most a zero-CPU agent could reach when the cores are the limit (the Go agent\'s CPU share of its runs, median)', subject, value: ceiling, unit: 'x the Go agent' });
   }
 }
