@@ -77,6 +77,8 @@ export class ServerConnection extends EventEmitter {
       return conn;
     } catch (err) {
       conn.close(`handshake failed: ${(err as Error).message}`);
+      // The TLS side names a refusal when its socket closes, which may come a tick after the error.
+      await new Promise((resolve) => setImmediate(resolve));
       const tls = opts.credentials.tls.problem;
       throw tls ? new HandshakeError(tls) : err;
     }

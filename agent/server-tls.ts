@@ -74,6 +74,9 @@ export class ServerTls {
       tls.on('error', (e: NodeJS.ErrnoException) => {
         if (!connected) reject(this.fail(e.code, e.message));
         else if (e.code && alertCode.test(e.code)) this.fail(e.code, e.message);
+        // A reset instead of a close, before any HTTP/2 byte: the same refusal, told before the
+        // stream's error reaches the caller (the 'close' above comes after it).
+        else if (tls.bytesRead === 0 && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) this.fail(closedAfterHandshake, `connection reset after the TLS handshake (${e.code})`);
       });
     });
   }
