@@ -21,7 +21,7 @@ import { ruleIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
 import type { RuleHolder } from '../rules/holder.js';
-import { containerMemoryLimit } from './container-memory.js';
+import { processMemoryLimit } from './container-memory.js';
 
 export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags, ...apiServerFlags } satisfies FlagSet;
 
@@ -126,7 +126,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     Object.assign(o, localHub.agentCredentials);
     targets = [localHub.agentTarget];
   }
-  const memoryLimit = containerMemoryLimit();
+  const memoryLimit = processMemoryLimit();
   const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
   const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers, memoryLimit });
 

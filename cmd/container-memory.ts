@@ -46,6 +46,13 @@ export function containerMemoryLimit(read: (path: string) => string | undefined 
   return limits.length ? Math.min(...limits) : undefined;
 }
 
+let thisProcess: { limit: number | undefined } | undefined;
+
+/** This process's limit, read once (the heap sizing at start and the agent's buffer budget both use it). */
+export function processMemoryLimit(): number | undefined {
+  return (thisProcess ??= { limit: containerMemoryLimit() }).limit;
+}
+
 function readOrUndefined(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8');
@@ -76,16 +83,15 @@ export function heapSizedByOperator(execArgv: readonly string[], nodeOptions = '
 /**
  * At process start, before anything else: when the process runs under a memory limit and nobody
  * sized its heap, re-executes it (same PID, arguments and environment) with heapFlags(limit).
- * Returns the limit, for what else derives from it; does not return when it re-executes.
+ * Does not return when it re-executes.
  */
-export function sizeHeapForContainer(): number | undefined {
-  const limit = containerMemoryLimit();
-  if (limit === undefined || heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS)) return limit;
-  if (typeof process.execve !== 'function') return limit;
+export function sizeHeapForContainer(): void {
+  const limit = processMemoryLimit();
+  if (limit === undefined || heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS)) return;
+  if (typeof process.execve !== 'function') return;
   try {
     process.execve(process.execPath, [process.execPath, ...process.execArgv, ...heapFlags(limit), ...process.argv.slice(1)], process.env);
   } catch (err) {
     process.stderr.write(`spoke-agent: cannot re-execute with a heap sized for the ${limit}-byte memory limit, going on with Node's: ${(err as Error).message}\n`);
   }
-  return limit;
 }
