@@ -7,6 +7,12 @@ export const grpcPrefixBytes = 5;
 
 export class GrpcFramingError extends Error {}
 
+/** Writes the prefix of an uncompressed message of `length` bytes at the start of `out`. */
+export function writeGrpcPrefix(out: Buffer, length: number): void {
+  out[0] = 0;
+  out.writeUInt32BE(length, 1);
+}
+
 export class GrpcMessageReader {
   /** Bytes of an incomplete prefix or message, kept until the rest arrives. */
   private pending: Buffer[] = [];

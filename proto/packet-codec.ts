@@ -7,7 +7,7 @@
 // decode (packet-codec.test.ts checks both against protobufjs), with two deliberate differences:
 // decoding is strict (malformed input throws instead of being clamped or skipped as a group), and
 // a packet with two oneof members keeps only the last one on the wire, as Go does.
-import { grpcPrefixBytes } from './grpc-framing.js';
+import { grpcPrefixBytes, writeGrpcPrefix } from './grpc-framing.js';
 import { PacketType, type OutPacket, type Packet, type PayloadName } from './packet-types.js';
 
 // Wire types used by the schema, plus the two fixed-size ones we only skip.
@@ -355,8 +355,7 @@ function writePlan(size: number, offset: number): Buffer {
 
 function withPrefix(size: number): Buffer {
   const out = writePlan(size, grpcPrefixBytes);
-  out[0] = 0;
-  out.writeUInt32BE(size, 1);
+  writeGrpcPrefix(out, size);
   return out;
 }
 
