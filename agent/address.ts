@@ -1,5 +1,7 @@
 // "host:port" as konnectivity carries it in DialRequest.address (Go's net.SplitHostPort and
 // net.JoinHostPort rules), for every side that builds or reads one: agent, hub, client, DNS.
+import { isIP } from 'node:net';
+
 export interface HostPort {
   host: string;
   port: number;
@@ -24,6 +26,14 @@ export function splitHostPort(address: string): HostPort | string {
   }
   if (!/^\d{1,5}$/.test(portText) || Number(portText) > 65535) return `address ${address}: invalid port`;
   return { host, port: Number(portText) };
+}
+
+/**
+ * The TLS server name (SNI) to send for a host: none for an IP, as Go's crypto/tls does; the IP is
+ * then checked against the certificate's IP names (Node warns DEP0123 for an IP server name).
+ */
+export function tlsServerName(host: string): string | undefined {
+  return isIP(host) ? undefined : host;
 }
 
 /** Go's net.JoinHostPort: brackets any host with a colon (an IPv6 address). */

@@ -3,8 +3,9 @@
 //   crypto/tls does; Node warns DEP0123 for an IP servername);
 // - a failure names the certificate Node saw, the flag to look at and the CAs it trusts (tls-problem.ts).
 import { X509Certificate } from 'node:crypto';
-import { isIP, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { connect as tlsConnect, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
+import { tlsServerName } from './address.js';
 import { certificateBlocks } from './pem.js';
 import { closedAfterHandshake, describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
 
@@ -55,7 +56,7 @@ export class ServerTls {
     return new Promise((resolve, reject) => {
       let connected = false;
       // Verification is ours (below), so the failure can name the certificate Node saw.
-      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: isIP(host) ? undefined : host, ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'], rejectUnauthorized: false }, () => {
+      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: tlsServerName(host), ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'], rejectUnauthorized: false }, () => {
         connected = true;
         if (!tls.authorized) {
           reject(this.fail(String(tls.authorizationError), `certificate verification failed: ${String(tls.authorizationError)}`, tls.getPeerCertificate()));

@@ -3,7 +3,7 @@
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort, tlsServerName } from '../agent/address.js';
 import { DialError, type DialContext, type DialOptions } from './dial.js';
 
 /** Bounds on what we read of a refusal. */
@@ -36,7 +36,7 @@ export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Du
         ca: opts.ca,
         cert: opts.cert,
         key: opts.key,
-        servername: net.isIP(opts.proxyHost) ? undefined : opts.proxyHost,
+        servername: tlsServerName(opts.proxyHost),
         ALPNProtocols: ['http/1.1'],
       })
     : net.connect({ host: opts.proxyHost, port: opts.proxyPort });

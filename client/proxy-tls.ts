@@ -2,9 +2,10 @@
 // --proxy-host as SNI, which Node answers with a DEP0123 warning on every run; Go's client sends no
 // SNI for an IP and checks the IP against the certificate's IP names, which Node does too once no
 // servername is given. Plugged in through grpc-js's secure-connector hook (@grpc/grpc-js is pinned).
-import { isIP, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { connect as tlsConnect, type SecureContextOptions } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { tlsServerName } from '../agent/address.js';
 
 type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
 
@@ -29,7 +30,7 @@ export class ProxyTlsCredentials extends grpc.ChannelCredentials {
     return {
       connect: (socket: Socket) =>
         new Promise((resolve, reject) => {
-          const tls = tlsConnect({ ...this.material, socket, host, servername: isIP(host) ? undefined : host, ALPNProtocols: ['h2'] }, () => resolve({ socket: tls, secure: true }));
+          const tls = tlsConnect({ ...this.material, socket, host, servername: tlsServerName(host), ALPNProtocols: ['h2'] }, () => resolve({ socket: tls, secure: true }));
           tls.once('error', reject);
         }),
       waitForReady: () => Promise.resolve(),
