@@ -4,7 +4,6 @@ import { sizeHeapForContainer } from './container-memory.js';
 
 // First, before the agent's modules load: a heap that fits the container (this may re-execute).
 sizeHeapForContainer();
-const { runAgentCommand } = await import('./agent-command.js');
 
 const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
   dial: async (argv) => (await import('./dial-command.js')).runDialCommand(argv),
@@ -14,7 +13,7 @@ const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
 
 const [first, ...rest] = process.argv.slice(2);
 const sub = first !== undefined ? subcommands[first] : undefined;
-const run = sub ? sub(rest) : runAgentCommand(process.argv.slice(2));
+const run = sub ? sub(rest) : (await import('./agent-command.js')).runAgentCommand(process.argv.slice(2));
 run.then(
   (code) => {
     process.exitCode = code;
