@@ -69,7 +69,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
 
   // No flag naming names or a hub: `npm start`'s demo (a cluster name, a rule, a page to reach by it).
   // Loaded only then, like the local hub: neither is part of a deployed agent.
-  const demo = demoOffFlags.some((f) => parsed.given.has(f)) ? undefined : await (await import('./demo.js')).startDemo(o);
+  const demo = demoOffFlags.some((f) => parsed.given.has(f)) ? undefined : await (await import('./demo.js')).startDemo(o, demoOffFlags);
   if (demo) cleanups.push(() => demo.close());
   // The demo's default ports may be taken (5353 by avahi or another agent): it then takes free ones and
   // prints them. A port given on the command line is kept or fails.

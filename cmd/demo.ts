@@ -27,7 +27,8 @@ export interface DemoListeners {
 }
 
 /** Serves the page, writes the rules file and points the options at both. */
-export async function startDemo(o: { clusterName: string; rulesFile: string }): Promise<Demo> {
+/** `offFlags`: the flags that turn the demo off (the agent command decides), named in the printed lines. */
+export async function startDemo(o: { clusterName: string; rulesFile: string }, offFlags: readonly string[]): Promise<Demo> {
   const server = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
     res.end(`Hello from the spoke-agent demo page: you reached ${req.headers.host ?? demoName} through the hub, the tunnel and the agent.\n`);
@@ -40,7 +41,7 @@ export async function startDemo(o: { clusterName: string; rulesFile: string }): 
   o.rulesFile = rulesFile;
   const pagePort = (server.address() as AddressInfo).port;
   return {
-    lines: (at) => demoLines(pagePort, rulesFile, at),
+    lines: (at) => demoLines(pagePort, rulesFile, at, offFlags),
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -52,7 +53,7 @@ export async function startDemo(o: { clusterName: string; rulesFile: string }): 
 /** An address a client on this machine can reach a listener bound to `bound` at. */
 const reachable = (bound: string) => (bound === '0.0.0.0' || bound === '' ? '127.0.0.1' : bound === '::' ? '::1' : bound);
 
-function demoLines(pagePort: number, rulesFile: string, at: DemoListeners): string[] {
+function demoLines(pagePort: number, rulesFile: string, at: DemoListeners, offFlags: readonly string[]): string[] {
   const dnsServer = reachable(at.dns.address);
   const healthHost = reachable(at.health.host);
   // `spoke-agent resolve` defaults: --server=127.0.0.1 --dns-port=5353 --health-server-host=127.0.0.1 --health-server-port=8093.
@@ -72,6 +73,6 @@ function demoLines(pagePort: number, rulesFile: string, at: DemoListeners): stri
     `    curl -p -x http://127.0.0.1:${at.httpConnectPort} http://${target}/`,
     '  which rule answers the name, and why:',
     `    npm start -- resolve ${demoName}${resolveFlags.map((f) => ` ${f}`).join('')}`,
-    'Ctrl-C stops it. Any of --cluster-name, --expose, --rules-file, --rules-configmap, --auto-expose or --proxy-server-host turns the demo off.',
+    `Ctrl-C stops it. Any of --${offFlags.join(', --')} turns the demo off.`,
   ];
 }
