@@ -5,19 +5,14 @@
 // server that stays down: a listener on the freed port that counts and drops connections for 10 s.
 import net from 'node:net';
 import { establishedConnections } from '../test/support/sockets.js';
-import { anpBinDir, startGoAgent, startGoHub, startOurAgent, type AgentProc, type Hub, type TestPki } from './env.js';
-import type { Report } from './report.js';
+import { anpBinDir, goReferenceNote, startGoAgent, startGoHub, startOurAgent, type AgentProc, type Hub, type TestPki } from './env.js';
+import { percentile, type Report } from './report.js';
+import { waitUntilAsync } from '../test/support/go-proxy-server.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await condition())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
+const median = (xs: number[]) => percentile(xs, 50);
+/** Polled every 10 ms: the reconnect times are read off these waits. */
+const until = (condition: () => Promise<boolean>, timeoutMs: number, what: string) => waitUntilAsync(condition, timeoutMs, what, 10);
 
 /** Connections accepted on `port` during `ms`, each dropped at once. */
 async function knocks(port: number, ms: number): Promise<number> {
@@ -65,7 +60,7 @@ async function measure(pki: TestPki, start: (pki: TestPki, hub: Hub) => Promise<
 
 export async function runReconnect(report: Report, pki: TestPki, quick: boolean): Promise<void> {
   const section = 'Reconnect';
-  if (!anpBinDir) return report.note('reconnect: needs the Go proxy-server (ANP_BIN_DIR); skipped');
+  if (!anpBinDir) return report.note(`reconnect: needs the Go proxy-server; skipped: ${goReferenceNote}`);
   const cycles = quick ? 5 : 15;
   const go = await measure(pki, startGoAgent, cycles);
   const ours = await measure(pki, startOurAgent, cycles);

@@ -4,6 +4,7 @@
 // frontends are plaintext here: 10k TLS handshakes would only time the bench's own client.
 import type { Duplex } from 'node:stream';
 import { hubRoute, spawnNode, startOurAgent, startOurHub, type TestPki } from './env.js';
+import { waitUntilAsync } from '../test/support/go-proxy-server.js';
 import { MiB, type Report } from './report.js';
 
 const settle = () => new Promise((r) => setTimeout(r, 1500));
@@ -13,14 +14,6 @@ const settle = () => new Promise((r) => setTimeout(r, 1500));
  * from 10 s on, bench/README.md).
  */
 const idleAfterBurst = () => new Promise((r) => setTimeout(r, 15_000));
-
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 export async function runScale(report: Report, pki: TestPki, quick: boolean): Promise<void> {
   const section = 'Scale (idle connections)';
@@ -55,7 +48,7 @@ export async function runScale(report: Report, pki: TestPki, quick: boolean): Pr
       const openSeconds = (performance.now() - started) / 1000;
       const cpu = agent.proc.cpuSeconds() - cpu0;
       const open = () => agent.metric('konnectivity_network_proxy_agent_open_endpoint_connections');
-      await until(async () => ((await open()) ?? 0) >= n, 30_000, `${n} open endpoint connections in the agent`);
+      await waitUntilAsync(async () => ((await open()) ?? 0) >= n, 30_000, `${n} open endpoint connections in the agent`, 100);
       await idleAfterBurst();
       const rss = agent.proc.rss();
       const heap = (await agent.heapUsed()) ?? 0;

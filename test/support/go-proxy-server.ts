@@ -83,10 +83,11 @@ export async function httpText(url: string): Promise<string> {
   return (await res.text()).trim();
 }
 
-export async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+/** Polls `condition` every `intervalMs` (what a measurement's resolution needs) until it holds. */
+export async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string, intervalMs = 50): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
