@@ -180,9 +180,8 @@ function reportPairedRounds(report: Report, section: string, subject: string, ro
     report.add({ section, metric: `dial rate: agent CPU per dial, median of ${n} paired rounds (${all})`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go } });
   }
   // When the machine's cores are the limit, an agent that cost nothing would raise the rate by at most this much.
-  const ceilings = rounds.flatMap(([, g]) => (g.rate.agentCpuMs !== undefined && g.rate.othersCpuMs ? [(g.rate.agentCpuMs + g.rate.othersCpuMs) / g.rate.othersCpuMs] : [])).sort((a, b) => a - b);
+  const ceilings = rounds.flatMap(([, g]) => (g.rate.agentCpuMs !== undefined && g.rate.othersCpuMs ? [(g.rate.agentCpuMs + g.rate.othersCpuMs) / g.rate.othersCpuMs] : []));
   if (ceilings.length) {
-    const ceiling = ceilings[Math.floor((ceilings.length - 1) / 2)]!;
-    report.add({ section, metric: 'dial rate: the most a zero-CPU agent could reach when the cores are the limit (the Go agent\'s CPU share of its runs, median)', subject, value: ceiling, unit: 'x the Go agent' });
+    report.add({ section, metric: 'dial rate: the most a zero-CPU agent could reach when the cores are the limit (the Go agent\'s CPU share of its runs, median)', subject, value: percentile(ceilings, 50), unit: 'x the Go agent' });
   }
 }
