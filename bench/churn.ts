@@ -46,7 +46,8 @@ export async function runChurn(report: Report, pki: TestPki, targets: Targets, q
           done++;
           if (done >= nextSample) {
             nextSample += step;
-            const sample = { cycles: done, rss: agent.proc.rss(), anon: agent.proc.rss('RssAnon'), usage: usage(), workingSet: workingSet(), heap: (await agent.heapUsed()) ?? 0 };
+            const { rss, anon } = agent.proc.memory();
+            const sample = { cycles: done, rss, anon, usage: usage(), workingSet: workingSet(), heap: (await agent.heapUsed()) ?? 0 };
             samples.push(sample);
             console.log(`   ${sample.cycles} cycles: agent RSS ${mib(sample.rss)} MiB (anonymous ${mib(sample.anon)}), cgroup usage ${mib(sample.usage)} MiB (working set ${mib(sample.workingSet)}), heap used ${mib(sample.heap)} MiB, ${(done / ((performance.now() - started) / 1000)).toFixed(0)} cycles/s`);
           }

@@ -48,10 +48,9 @@ export class Proc {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** Resident set in bytes (VmRSS; RssAnon: without the pages of mapped files such as the node binary). */
-  rss(field: 'VmRSS' | 'RssAnon' = 'VmRSS'): number {
-    const m = this.memory();
-    return field === 'VmRSS' ? m.rss : m.anon;
+  /** Resident set in bytes (VmRSS). */
+  rss(): number {
+    return this.memory().rss;
   }
 
   /** VmRSS split into anonymous memory (heap, malloc: this process's own) and mapped files (mostly the node binary's code, shared and reclaimable), bytes. */
