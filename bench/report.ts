@@ -4,7 +4,6 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { resultsSvg } from './chart.js';
-import { anpBinDir } from './env.js';
 
 export interface Row {
   section: string;
@@ -41,20 +40,21 @@ export class Report {
     console.log(`  note: ${text}`);
   }
 
-  write(dir: string, args: string[], seconds: number): void {
+  /** `goReference`: the Go binaries' folder, or why there are none (env.ts goReferenceNote). */
+  write(dir: string, args: string[], seconds: number, goReference: { found: boolean; note: string }): void {
     mkdirSync(dir, { recursive: true });
     const machine = { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), node: process.version, kernel: os.release() };
-    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, goReference: anpBinDir !== undefined, machine, rows: this.rows, notes: this.notes };
+    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, goReference: goReference.found, machine, rows: this.rows, notes: this.notes };
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
-    writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds));
+    writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds, goReference));
     writeFileSync(join(dir, 'latest.svg'), resultsSvg(this.rows, `spoke-agent bench, ${json.started.slice(0, 10)}: ours against the references`));
   }
 
-  private markdown(started: string, machine: Record<string, unknown>, args: string[], seconds: number): string {
+  private markdown(started: string, machine: Record<string, unknown>, args: string[], seconds: number, goReference: { found: boolean; note: string }): string {
     const lines = [
       '# spoke-agent bench: latest results',
       '',
-      `Run ${started} (${Math.round(seconds)} s, \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\`), ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, Go reference binaries: ${anpBinDir ? 'yes' : 'no (not in ANP_BIN_DIR or ~/.cache/spoke-agent/anp)'}.`,
+      `Run ${started} (${Math.round(seconds)} s, \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\`), ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, Go reference binaries: ${goReference.found ? 'yes' : `no: ${goReference.note}`}.`,
       'Each ratio is value / baseline, both measured in this run. See bench/README.md for what each figure means.',
       '',
       '![ours against the references, as ratios](latest.svg)',

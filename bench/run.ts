@@ -3,7 +3,7 @@
 // process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
 import { fileURLToPath } from 'node:url';
 import { runChurn } from './churn.js';
-import { goReferenceNote, makePki, startTargets } from './env.js';
+import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
 import { runIdle } from './idle.js';
 import { runLatency } from './latency.js';
@@ -77,7 +77,7 @@ try {
   clearTimeout(watchdog);
 }
 const dir = fileURLToPath(new URL('results/', import.meta.url));
-report.write(dir, args, (performance.now() - started) / 1000);
+report.write(dir, args, (performance.now() - started) / 1000, { found: anpBinDir !== undefined, note: goReferenceNote });
 console.log(`\ntargets:\n${targetsTable(report.rows).join('\n')}`);
 // README.md's table comes from full runs only: a partial or quick run would not stand for the agent.
 if (!quick && chosen.size === 0) writeReadmeSection();
