@@ -9,7 +9,7 @@
 // Identity headers are read in step 1 only, so a request without the front-proxy certificate cannot
 // name a user with them. Pure: the certificates and headers come in, a decision goes out.
 import type { X509Certificate } from 'node:crypto';
-import type { UserInfo } from '../kube/delegated-auth.js';
+import { bearerToken, type UserInfo } from '../kube/delegated-auth.js';
 import { decodeSegment } from './attributes.js';
 import { parseCertificateBundle } from '../agent/pem.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
@@ -122,8 +122,8 @@ export function authenticate(config: AuthenticationConfig, request: RequestCrede
     if (commonName !== '') return { kind: 'user', method: 'x509', user: { username: commonName, groups: organizations } };
     reasons.push('client certificate has no common name');
   } else if (leaf && !reasons.length) reasons.push('client certificate does not chain to requestheader-client-ca-file or client-ca-file');
-  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization?.[0] ?? '');
-  if (bearer) return { kind: 'token', token: bearer[1]! };
+  const token = bearerToken(request.headers.authorization?.[0]);
+  if (token !== undefined) return { kind: 'token', token };
   if (!leaf) reasons.push('no client certificate and no bearer token');
   return { kind: 'none', reasons };
 }

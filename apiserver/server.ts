@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
 import { TlsFingerprint } from '../agent/credentials.js';
-import { tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
+import { authUnavailable, tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
 import { TtlCache } from '../kube/ttl-cache.js';
 import { closeServer, listenOn } from '../observability/listen.js';
 import type { Logger } from '../observability/log.js';
@@ -32,7 +32,6 @@ export interface ApiServerOptions {
   routes: RouteDeps;
   log: Logger;
   registry: Registry;
-  cacheTtlMs?: number;
   /** How often the serving certificate's files are checked for a change. */
   certCheckMs?: number;
 }
@@ -67,8 +66,8 @@ export class ApiServer {
   constructor(private readonly opts: ApiServerOptions) {
     this.config = opts.authentication;
     this.metrics = new ApiMetrics(opts.registry);
-    this.users = new TtlCache({ ttlMs: opts.cacheTtlMs ?? 10_000 });
-    this.access = new TtlCache({ ttlMs: opts.cacheTtlMs ?? 10_000 });
+    this.users = new TtlCache({ ttlMs: 10_000 });
+    this.access = new TtlCache({ ttlMs: 10_000 });
     this.certFingerprint = new TlsFingerprint({ caCert: '', agentCert: opts.certFile, agentKey: opts.keyFile, serviceAccountTokenPath: '' });
     this.appliedCert = this.certFingerprint.current();
     // The certificate is judged per request against the bundle that applies (authentication.ts).
@@ -131,7 +130,7 @@ export class ApiServer {
       if (!allowed) return this.send(req, res, { code: 403, body: status(403, forbiddenMessage(user.username, attributes, reason)) }, method, user);
     } catch (err) {
       this.opts.log.error({ error: (err as Error).message, url: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
-      return this.send(req, res, { code: 503, body: status(503, 'authentication is unavailable: the API server did not answer') }, method);
+      return this.send(req, res, { code: 503, body: status(503, authUnavailable) }, method);
     }
     this.send(req, res, await route(req.method ?? 'GET', url, req.headers.accept, this.opts.routes), method, user);
   }

@@ -54,6 +54,14 @@ export function apiReviewer(kc: KubeConfig): Reviewer {
   };
 }
 
+/** The token of an `Authorization: Bearer <token>` header, if that is what it holds. */
+export function bearerToken(authorization: string | undefined): string | undefined {
+  return /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
+}
+
+/** What a caller is told when the API server did not answer a TokenReview or SubjectAccessReview. */
+export const authUnavailable = 'authentication is unavailable: the API server did not answer';
+
 /** A cache key for a bearer token that does not keep the token itself in memory. */
 export const tokenKey = (token: string) => createHash('sha256').update(token).digest('base64');
 
@@ -89,23 +97,23 @@ export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
   const result = (d: Decision) => (d.status === 200 ? 'allowed' : d.status === 401 ? 'unauthenticated' : 'forbidden');
 
   return async (req, res) => {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    if (!match) {
+    const token = bearerToken(req.headers.authorization);
+    if (token === undefined) {
       opts.metrics.authDecisions.inc({ result: 'unauthenticated', cached: 'false' });
       answer(res, { status: 401, message: 'Unauthorized: send a bearer token (Authorization: Bearer <token>)' });
       return false;
     }
-    const key = tokenKey(match[1]!);
+    const key = tokenKey(token);
     const hit = cache.get(key);
     let decision: Decision;
     if (hit) decision = hit;
     else {
       try {
-        decision = await decide(match[1]!);
+        decision = await decide(token);
       } catch (err) {
         opts.metrics.authDecisions.inc({ result: 'error', cached: 'false' });
         opts.log.error({ error: (err as Error).message, path: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
-        res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end('authentication is unavailable: the API server did not answer\n');
+        res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end(`${authUnavailable}\n`);
         return false;
       }
       cache.set(key, decision);
