@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialError, dialThroughProxy, type DialOptions } from '../client/dial.js';
 import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { anpBinDir, GoServer } from './support/go-proxy-server.js';
+import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.js';
 import { missingBinariesNote } from './support/reference-bins.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
@@ -263,11 +263,8 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
     try {
       await many.ready(1, 15_000);
       let registered = 0;
-      const deadline = Date.now() + 10_000;
-      while (registered < before + 4000 && Date.now() < deadline) {
-        registered = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      const read = async () => (registered = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0) >= before + 4000;
+      await waitUntilAsync(read, 10_000, 'the Go server to register the 4,000 names');
       expect(registered).toBe(before + 4000);
     } finally {
       many.stop();
