@@ -15,7 +15,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { memoryCgroup } from './support/cgroup.js';
 import { makePki } from './support/certs.js';
 import { buildDist, run, type Child } from './support/processes.js';
-import { pattern, unusedPort } from './support/targets.js';
+import { pattern, sha256, unusedPort } from './support/targets.js';
 
 const MiB = 1 << 20;
 const cgroup = memoryCgroup(256 * MiB, `spoke-agent-test-${process.pid}`);
@@ -80,7 +80,7 @@ async function hashTarget(): Promise<net.Server> {
 /** Sends `size` bytes to a hashTarget and compares its digest with ours. */
 function upload(conn: Duplex, size: number): Promise<boolean> {
   const body = pattern(size, 7);
-  const expected = createHash('sha256').update(body).digest('hex');
+  const expected = sha256(body);
   return new Promise((resolve, reject) => {
     let answer = '';
     conn.on('data', (c: Buffer) => {
