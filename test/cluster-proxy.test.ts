@@ -35,6 +35,7 @@ import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.j
 import { kubeBinariesMissing, startKubeApiServer } from './support/kube-apiserver.js';
 import { emulatedPod, podProblem, type Pod } from './support/pod.js';
 import { repoRoot, run, type Child } from './support/processes.js';
+import { missingBinariesNote } from './support/reference-bins.js';
 import { startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 
 const cluster = 'cluster1';
@@ -156,7 +157,7 @@ async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: numb
   const env = { PATH: process.env.PATH, ROOT_CA_CERT: '/etc/ca/ca.crt', KUBERNETES_SERVICE_HOST: ip.api, KUBERNETES_SERVICE_PORT: '443' };
   const healthPort = await unusedPort();
   for (let dnsPort = 5353; ; dnsPort = await unusedPort()) {
-    const additionalArgs = [`--health-server-port=${healthPort}`, ...(dnsPort === 5353 ? [] : [`--dns-port=${dnsPort}`])];
+    const additionalArgs = [`--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', ...(dnsPort === 5353 ? [] : [`--dns-port=${dnsPort}`])];
     const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
     const agent = run(command, args, { cwd: repoRoot, env });
     const started = await Promise.race([agent.waitFor(/connected to proxy-server/, 60_000).then(() => true), agent.exited.then(() => false)]);
@@ -286,7 +287,7 @@ scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', problem,
   };
 });
 
-scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', problem ?? (anp === undefined ? 'no Go proxy-server in ANP_BIN_DIR or /root/.cache/spoke-agent/anp' : undefined), async () => {
+scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', problem ?? (anp === undefined ? missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server']) : undefined), async () => {
   const server = await GoServer.create(anp!, 'grpc', 'destHost', 'cluster-proxy-hub');
   await server.start(pki);
   return {
