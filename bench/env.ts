@@ -225,7 +225,7 @@ export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
   const [health, admin] = [await unusedPort(), await unusedPort()];
   // prettier-ignore
   const args = ['--proxy-server-host=127.0.0.1', `--proxy-server-port=${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];
+    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];
   const proc = new Proc('go-agent', spawn(join(anpBinDir!, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   await waitReady(proc, health, '/readyz');
   return { kind: 'go', proc, heapUsed: async () => undefined, metric: async () => undefined };

@@ -78,7 +78,7 @@ describe('spoke-agent without rules (--cluster-name=)', () => {
 });
 
 describe('--log-format', () => {
-  const dnsArgs = ['dns', '--cluster-name=cluster1', '--dns-port=0', '--health-server-port=0', '--dns-upstream=127.0.0.1:9'];
+  const dnsArgs = ['dns', '--cluster-name=cluster1', '--dns-port=0', '--health-server-host=127.0.0.1', '--health-server-port=0', '--dns-upstream=127.0.0.1:9'];
   const textLine = /^(\x1b\[2m)?\d\d:\d\d:\d\d\.\d{3}(\x1b\[0m)? (\x1b\[32m)?INFO (\x1b\[0m)? DNS server listening .*port=/m;
 
   it('text: one readable line per entry, no colours into a pipe', async () => {
