@@ -87,17 +87,26 @@ async function dialRate(s: Subject, echo: string, parallel: number, ms: number):
 
 /** What a new dial costs: the server's own timing of the agent's share, and the dial rate. */
 interface DialFigures {
-  /** Mean DIAL_REQ-to-DIAL_RSP time as the Go proxy-server measures it, ms (Go-hub subjects). */
+  /** Mean DIAL_REQ-to-DIAL_RSP time as the Go proxy-server measures it, ms (Go-hub subjects): of a fresh agent, */
   serverDialMs?: number;
+  /** and again after the dial rate's dials, once the agent's code is warm (a long-running agent's case). */
+  warmServerDialMs?: number;
   rate: DialRate;
 }
 
-async function measureDials(s: Subject, echo: string, nDial: number, parallel: number, rateMs: number): Promise<DialFigures & { dial: number[] }> {
+/** Runs `dials` and returns what it returns with the mean dial time the Go proxy-server saw meanwhile. */
+async function timedByServer<T>(s: Subject, dials: () => Promise<T>): Promise<[T, number | undefined]> {
   const before = await s.hub?.dialDurations?.();
-  const dial = await dialEach(s.route, echo, nDial);
+  const result = await dials();
   const after = await s.hub?.dialDurations?.();
-  const serverDialMs = before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined;
-  return { dial, serverDialMs, rate: await dialRate(s, echo, parallel, rateMs) };
+  return [result, before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined];
+}
+
+async function measureDials(s: Subject, echo: string, nDial: number, parallel: number, rateMs: number): Promise<DialFigures & { dial: number[] }> {
+  const [dial, serverDialMs] = await timedByServer(s, () => dialEach(s.route, echo, nDial));
+  const rate = await dialRate(s, echo, parallel, rateMs);
+  const [, warmServerDialMs] = await timedByServer(s, () => dialEach(s.route, echo, nDial));
+  return { dial, serverDialMs, warmServerDialMs, rate };
 }
 
 interface Measured extends DialFigures {
@@ -168,6 +177,12 @@ function reportPairedRounds(report: Report, section: string, subject: string, ro
   if (share) {
     const [ours, go, all] = share;
     report.add({ section, metric: `agent share of a new dial (the Go proxy-server's DIAL_REQ to DIAL_RSP), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go }, target: { text: 'no slower than the Go agent', met: ours <= go } });
+  }
+  // The target is judged on fresh agents (above); V8 optimizes our dial path over the first ~1,000 dials.
+  const warm = medianRound(rounds, (f) => f.warmServerDialMs);
+  if (warm) {
+    const [ours, go, all] = warm;
+    report.add({ section, metric: `agent share of a new dial once warm (after the dial rate's dials), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go } });
   }
   const rate = medianRound(rounds, (f) => f.rate.rate);
   if (rate) {
