@@ -3,7 +3,7 @@
 // and then followed with a watch, so a rotated front-proxy CA or client CA applies without a restart.
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { kubeMetrics } from '../kube/metrics.js';
-import { describeApiError, ResilientWatch } from '../kube/watch.js';
+import { configMapSpec, describeApiError, ResilientWatch, statusOf } from '../kube/watch.js';
 import type { Logger } from '../observability/log.js';
 import type { Registry } from 'prom-client';
 import { authenticationConfigMap, parseAuthenticationConfig, type AuthenticationConfig } from './authentication.js';
@@ -40,12 +40,11 @@ export class AuthenticationSource {
 
   /** Reads the ConfigMap; throws a message for the operator when it cannot. */
   static async load(opts: AuthenticationSourceOptions): Promise<AuthenticationSource> {
-    const core = opts.kubeConfig.makeApiClient(CoreV1Api);
     let items: V1ConfigMap[];
     try {
-      items = (await core.listNamespacedConfigMap({ namespace: authenticationConfigMap.namespace, fieldSelector: `metadata.name=${authenticationConfigMap.name}` })).items;
+      items = (await specFor(opts.kubeConfig).list()).items;
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
+      const code = statusOf(err);
       if (code === 401 || code === 403) throw new Error(`--api-server-port: cannot read the ConfigMap ${ref} (HTTP ${code}): ${rbacHint}`);
       throw new Error(`--api-server-port: cannot read the ConfigMap ${ref}: ${describeApiError(err)}`);
     }
@@ -55,16 +54,13 @@ export class AuthenticationSource {
 
   /** Follows changes; `onChange` gets each new configuration. */
   start(onChange: (config: AuthenticationConfig) => void): void {
-    const core = this.opts.kubeConfig.makeApiClient(CoreV1Api);
-    const { namespace, name } = authenticationConfigMap;
-    const fieldSelector = `metadata.name=${name}`;
     this.watch = new ResilientWatch<V1ConfigMap>({
       kubeConfig: this.opts.kubeConfig,
       log: this.opts.log,
       metrics: kubeMetrics(this.opts.registry),
       resyncMs: this.opts.resyncMs,
       backoff: this.opts.backoff,
-      spec: { resource: 'authentication-configmap', path: `/api/v1/namespaces/${namespace}/configmaps`, fieldSelector, list: () => core.listNamespacedConfigMap({ namespace, fieldSelector }) },
+      spec: specFor(this.opts.kubeConfig),
       onList: (items) => {
         // A deleted ConfigMap is a moment in a re-creation: keep trusting what was last published.
         if (items.length === 0) return void this.opts.log.warn({ configmap: ref }, 'authentication ConfigMap deleted; keeping the last configuration');
@@ -82,6 +78,10 @@ export class AuthenticationSource {
   stop(): void {
     this.watch?.stop();
   }
+}
+
+function specFor(kubeConfig: KubeConfig) {
+  return configMapSpec(kubeConfig.makeApiClient(CoreV1Api), 'authentication-configmap', authenticationConfigMap);
 }
 
 function configFrom(cm: V1ConfigMap, log: Logger): AuthenticationConfig {

@@ -13,7 +13,7 @@ import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
-import { ResilientWatch } from './watch.js';
+import { configMapSpec, ResilientWatch } from './watch.js';
 
 export interface KubeSourcesOptions {
   kube: KubeOptions;
@@ -63,15 +63,7 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (o.kube.rulesConfigmap !== '') {
     const ref = parseObjectRef(o.kube.rulesConfigmap);
     if (typeof ref === 'string') throw new Error(`--rules-configmap: ${ref}`);
-    // A field selector on the name lets a namespaced Role with resourceNames grant list and watch.
-    const fieldSelector = `metadata.name=${ref.name}`;
-    watches.push(
-      new ResilientWatch<V1ConfigMap>({
-        ...common,
-        spec: { resource: 'configmap', path: `/api/v1/namespaces/${ref.namespace}/configmaps`, fieldSelector, list: () => core.listNamespacedConfigMap({ namespace: ref.namespace, fieldSelector }) },
-        onList: (items) => source.setConfigMap(items),
-      }),
-    );
+    watches.push(new ResilientWatch<V1ConfigMap>({ ...common, spec: configMapSpec(core, 'configmap', ref), onList: (items) => source.setConfigMap(items) }));
   }
   if (o.kube.autoExpose) {
     watches.push(

@@ -3,7 +3,7 @@
 // error starts it over with backoff. A periodic relist on a fresh ListWatch is the watchdog against
 // watches that go quiet. Consumers get the whole current list, never deltas, so nothing is lost
 // across a restart; while failing, nothing is emitted and the last list stays in force.
-import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { ListWatch, Watch, type CoreV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1ConfigMap } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Backoff } from '../agent/backoff.js';
 import type { Logger } from '../observability/log.js';
@@ -17,6 +17,16 @@ export interface WatchSpec<T extends KubernetesObject> {
   list: () => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
   fieldSelector?: string;
+}
+
+/**
+ * One ConfigMap by name. The field selector on the name lets a namespaced Role with resourceNames
+ * grant list and watch.
+ */
+export function configMapSpec(core: CoreV1Api, resource: Resource, ref: { namespace: string; name: string }): WatchSpec<V1ConfigMap> {
+  const { namespace } = ref;
+  const fieldSelector = `metadata.name=${ref.name}`;
+  return { resource, path: `/api/v1/namespaces/${namespace}/configmaps`, fieldSelector, list: () => core.listNamespacedConfigMap({ namespace, fieldSelector }) };
 }
 
 export interface ResilientWatchOptions<T extends KubernetesObject> {
@@ -139,7 +149,7 @@ export class ResilientWatch<T extends KubernetesObject> {
 }
 
 /** The HTTP status of a client-node ApiException (`code`) or a watch error (`statusCode`). */
-function statusOf(err: unknown): unknown {
+export function statusOf(err: unknown): unknown {
   return (err as { statusCode?: unknown } | undefined)?.statusCode ?? (err as { code?: unknown } | undefined)?.code;
 }
 
