@@ -3,7 +3,8 @@
 import { X509Certificate } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { createCa } from '../hub/ephemeral-pki.js';
-import { forbiddenMessage, requestAttributes } from './attributes.js';
+import { forbiddenMessage } from '../kube/delegated-auth.js';
+import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 import { acceptsJson } from './discovery.js';

@@ -25,12 +25,3 @@ export function requestAttributes(method: string, url: URL): AccessAttributes {
   if (method === 'DELETE' && name === undefined) verb = 'deletecollection';
   return { verb, group, version, resource, ...(name !== undefined ? { name } : {}), ...(subresource !== undefined ? { subresource } : {}) };
 }
-
-/** The 403 message Kubernetes gives, with the authorizer's reason. */
-export function forbiddenMessage(username: string, a: AccessAttributes, reason: string | undefined): string {
-  const why = reason ? `: ${reason}` : '';
-  if ('path' in a) return `forbidden: User "${username}" cannot ${a.verb} path "${a.path}"${why}`;
-  const object = `${a.resource}${a.group ? `.${a.group}` : ''}${a.name !== undefined ? ` "${a.name}"` : ''}`;
-  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
-  return `${object} is forbidden: User "${username}" cannot ${a.verb} resource "${resource}" in API group "${a.group}" at the cluster scope${why}`;
-}

@@ -22,6 +22,15 @@ export type AccessAttributes =
   | { verb: string; path: string }
   | { verb: string; group: string; version: string; resource: string; subresource?: string; name?: string; namespace?: string };
 
+/** The 403 message Kubernetes gives, with the authorizer's reason. */
+export function forbiddenMessage(username: string, a: AccessAttributes, reason: string | undefined): string {
+  const why = reason ? `: ${reason}` : '';
+  if ('path' in a) return `forbidden: User "${username}" cannot ${a.verb} path "${a.path}"${why}`;
+  const object = `${a.resource}${a.group ? `.${a.group}` : ''}${a.name !== undefined ? ` "${a.name}"` : ''}`;
+  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
+  return `${object} is forbidden: User "${username}" cannot ${a.verb} resource "${resource}" in API group "${a.group}" at the cluster scope${why}`;
+}
+
 /** The two questions put to the API server; an implementation over client-node is `apiReviewer`. */
 export interface Reviewer {
   /** The token's user, or undefined when the API server does not accept the token. */
@@ -84,8 +93,9 @@ export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
   const decide = async (token: string): Promise<Decision> => {
     const user = await opts.reviewer.authenticate(token);
     if (!user) return { status: 401, message: 'Unauthorized: the API server does not accept this token' };
-    const { allowed, reason } = await opts.reviewer.authorize(user, { verb: 'get', path: opts.path });
-    if (!allowed) return { status: 403, message: `Forbidden: user "${user.username}" cannot get path "${opts.path}"${reason ? `: ${reason}` : ''}` };
+    const attributes = { verb: 'get', path: opts.path };
+    const { allowed, reason } = await opts.reviewer.authorize(user, attributes);
+    if (!allowed) return { status: 403, message: forbiddenMessage(user.username, attributes, reason) };
     return { status: 200 };
   };
 

@@ -49,7 +49,7 @@ describe('delegated authentication of /debug and /metrics', () => {
   it('answers 403 to a user without get on --debug-auth-path, 200 to one with it', async () => {
     const bob = await get('/debug/rules', 'bob-token');
     expect(bob.status).toBe(403);
-    expect(bob.body).toMatch(/user "bob" cannot get path "\/debug\/spoke-agent"/);
+    expect(bob.body).toMatch(/forbidden: User "bob" cannot get path "\/debug\/spoke-agent"/);
     expect(await get('/debug/rules', 'alice-token')).toMatchObject({ status: 200, body: 'rules' });
     const sar = api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews'));
     expect(sar.length).toBe(2);
