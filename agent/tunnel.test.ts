@@ -4,11 +4,11 @@ import { Registry } from 'prom-client';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
-import { waitUntil } from '../test/support/agent.js';
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { Tunnel, type Dial } from './tunnel.js';
+import { waitUntil } from '../test/support/wait.js';
 
 const log = pino({ level: 'silent' });
 const tick = () => new Promise((r) => setTimeout(r, 5));

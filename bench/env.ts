@@ -8,11 +8,12 @@ import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
-import { waitUntil } from '../test/support/agent.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
 import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
 import { buildDist } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
+import { sampleValue } from '../test/support/promql.js';
+import { waitUntil } from '../test/support/wait.js';
 
 export const repoRoot = new URL('..', import.meta.url).pathname;
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
@@ -135,12 +136,6 @@ async function httpOk(port: number, path: string): Promise<string | undefined> {
   }
 }
 
-/** The first series of `name` in a Prometheus text exposition, whatever its labels. */
-function metricValue(text: string, name: string): number | undefined {
-  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : undefined;
-}
-
 async function waitReady(proc: Proc, port: number, path: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!(await httpOk(port, path))) {
@@ -194,10 +189,10 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', po
   await waitReady(proc, health, '/healthz');
   const dialDurations = async () => {
     const text = (await httpOk(health, '/metrics')) ?? '';
-    const read = (suffix: string) => metricValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
+    const read = (suffix: string) => sampleValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
     return { sum: read('sum'), count: read('count') };
   };
-  const readyBackends = async () => metricValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
+  const readyBackends = async () => sampleValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
   return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations, readyBackends, goPorts: { server, agent, health, admin } };
 }
 
@@ -217,7 +212,7 @@ export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[]
   const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags], wrap);
   await waitReady(proc, health, '/readyz');
-  const metric = async (name: string) => metricValue((await httpOk(health, '/metrics')) ?? '', name);
+  const metric = async (name: string) => sampleValue((await httpOk(health, '/metrics')) ?? '', name);
   return { kind: 'ours', proc, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
 }
 

@@ -7,7 +7,7 @@ import net from 'node:net';
 import { establishedConnections } from '../test/support/sockets.js';
 import { anpBinDir, goReferenceNote, startGoAgent, startGoHub, startOurAgent, type AgentProc, type Hub, type TestPki } from './env.js';
 import { percentile, type Report } from './report.js';
-import { waitUntilAsync } from '../test/support/go-proxy-server.js';
+import { waitUntilAsync } from '../test/support/wait.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => percentile(xs, 50);

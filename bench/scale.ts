@@ -4,8 +4,8 @@
 // frontends are plaintext here: 10k TLS handshakes would only time the bench's own client.
 import type { Duplex } from 'node:stream';
 import { hubRoute, spawnNode, startOurAgent, startOurHub, type TestPki } from './env.js';
-import { waitUntilAsync } from '../test/support/go-proxy-server.js';
 import { MiB, type Report } from './report.js';
+import { waitUntilAsync } from '../test/support/wait.js';
 
 const settle = () => new Promise((r) => setTimeout(r, 1500));
 /**

@@ -16,6 +16,7 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { runCli } from './support/processes.js';
+import { waitUntilAsync } from './support/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- answers are plain JSON */
 type Obj = Record<string, any>;
@@ -159,17 +160,11 @@ describe('dns.spoke-agent.io on its own port', () => {
     const asAlice = () => call(`${base}/resolutions/cluster1`, { cert: frontProxy, headers: { 'X-Remote-User': 'alice' } });
     expect((await asAlice()).status).toBe(200);
     api.configMap('kube-system', 'extension-apiserver-authentication', authenticationData(['another-proxy']));
-    const deadline = Date.now() + 10_000;
-    while ((await asAlice()).status !== 401) {
-      if (Date.now() > deadline) throw new Error('the allowed names did not change within 10 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitUntilAsync(async () => (await asAlice()).status === 401, 10_000, 'the allowed names to change');
     api.configMap('kube-system', 'extension-apiserver-authentication', authenticationData([]));
     const anyName = frontProxyCa.issue('any-proxy-name', { client: true });
-    while ((await call(`${base}/resolutions/cluster1`, { cert: anyName, headers: { 'X-Remote-User': 'alice' } })).status !== 200) {
-      if (Date.now() > deadline) throw new Error('an empty allowed list did not accept any name within 10 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const asAnyName = () => call(`${base}/resolutions/cluster1`, { cert: anyName, headers: { 'X-Remote-User': 'alice' } });
+    await waitUntilAsync(async () => (await asAnyName()).status === 200, 10_000, 'an empty allowed list to accept any name');
   });
 
   it('refuses to start when the ConfigMap is unreadable, naming the RBAC that is missing', async () => {
@@ -201,11 +196,7 @@ describe('dns.spoke-agent.io on its own port', () => {
     try {
       expect(await handshake(first.cert)).toBe('401');
       write(second.issue('api', { serverNames: ['127.0.0.1'] }));
-      const deadline = Date.now() + 10_000;
-      while ((await handshake(second.cert)) !== '401') {
-        if (Date.now() > deadline) throw new Error('the new certificate was not served within 10 s');
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitUntilAsync(async () => (await handshake(second.cert)) === '401', 10_000, 'the new certificate to be served');
       expect(await handshake(first.cert)).toMatch(/self[- ]signed|unable to verify|certificate/i);
     } finally {
       await rotating.close();

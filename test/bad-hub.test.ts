@@ -3,9 +3,10 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentService, PacketType, type Packet } from '../proto/packets.js';
-import { startAgent, waitUntil } from './support/agent.js';
+import { startAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { readFileSync } from 'node:fs';
+import { waitUntil } from './support/wait.js';
 
 const pki = makePki();
 const connect = AgentService.service.Connect!;

@@ -27,16 +27,16 @@ import { startKubeSources } from '../kube/sources.js';
 import { RuleHolder } from '../rules/holder.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
-import { waitUntil } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
-import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.js';
+import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 import { kubeBinariesMissing, startKubeApiServer } from './support/kube-apiserver.js';
 import { emulatedPod, podProblem, type Pod } from './support/pod.js';
 import { repoRoot, run, type Child } from './support/processes.js';
 import { missingBinariesNote } from './support/reference-bins.js';
 import { startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const cluster = 'cluster1';
 const namespace = 'open-cluster-management-cluster-proxy';

@@ -4,10 +4,11 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub, type ProxyHubOptions } from '../hub/proxy-server.js';
-import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { pattern, sha256, startEchoServer, unusedPort, type Target } from './support/targets.js';
 import { TcpBalancer } from './support/tcp-balancer.js';
+import { waitUntil } from './support/wait.js';
 
 const pki = makePki();
 const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };

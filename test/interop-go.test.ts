@@ -23,23 +23,19 @@ import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialError, dialThroughProxy, type DialOptions } from '../client/dial.js';
-import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { anpBinDir, GoServer, waitUntilAsync } from './support/go-proxy-server.js';
+import { anpBinDir, GoServer } from './support/go-proxy-server.js';
+import { sampleValue } from './support/promql.js';
 import { missingBinariesNote } from './support/reference-bins.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const goBinaries = ['proxy-server', 'proxy-test-client'];
 const binDir = anpBinDir(goBinaries);
 if (!binDir) console.warn(`interop-go: ${missingBinariesNote('ANP_BIN_DIR', 'anp', goBinaries)}`);
 const agentID = 'spoke-interop-agent';
 
-
-/** A sample of a Prometheus text exposition, or undefined. */
-function metric(text: string, name: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return line === undefined ? undefined : Number(line.slice(name.length + 1));
-}
 
 /** Runs the Go test-client; resolves with its exit code and output. */
 function testClient(server: GoServer, args: string[]): Promise<{ code: number | null; output: string }> {
@@ -125,7 +121,7 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
 
   it('answers "No agent available" while no agent is connected', async () => {
     expect((await dialError(grpcServer, echo.address)).message).toBe('No agent available');
-    expect(metric(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="no_agent"}')).toBe(1);
+    expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="no_agent"}')).toBe(1);
     const viaConnect = await dialError(connectServer, echo.address);
     expect(viaConnect.httpStatus).toBe(500);
     expect(viaConnect.message).toContain('No agent available');
@@ -142,8 +138,8 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
     for (const server of [grpcServer, connectServer]) {
       await waitUntil(() => server.lines(/"Agent connected"/).some((l) => l.includes(agentID)), 5000, `${server.serverID} to log the agent`);
       const m = await server.metrics();
-      expect(metric(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}')).toBe(2); // host=localhost, ipv4=127.0.0.1
-      if (server === grpcServer) expect(metric(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}')).toBe(1);
+      expect(sampleValue(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}')).toBe(2); // host=localhost, ipv4=127.0.0.1
+      if (server === grpcServer) expect(sampleValue(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}')).toBe(1);
     }
   });
 
@@ -207,12 +203,12 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
 
   it('a refused dial carries the agent\'s Go-worded error to our client; the server counts it as error_response', async () => {
     const refused = await unusedPort();
-    const before = metric(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}') ?? 0;
+    const before = sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}') ?? 0;
     expect((await dialError(grpcServer, `127.0.0.1:${refused}`)).message).toBe(`dial tcp 127.0.0.1:${refused}: connect: connection refused`);
     const viaConnect = await dialError(connectServer, `127.0.0.1:${refused}`);
     expect(viaConnect.httpStatus).toBe(502);
     expect(viaConnect.message).toContain(`dial tcp 127.0.0.1:${refused}: connect: connection refused`);
-    expect(metric(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}')).toBe(before + 1);
+    expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}')).toBe(before + 1);
   });
 
   it('"No agent available" for a host no agent advertises (destHost only)', async () => {
@@ -224,7 +220,7 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
   it('no protocol complaints about our agent in the Go servers\' logs', async () => {
     for (const server of [grpcServer, connectServer]) {
       expect(server.lines(/unrecognized|mismatched|Ignoring unrecognized packet|expected one/i)).toEqual([]);
-      expect(metric(await server.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
+      expect(sampleValue(await server.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
     }
   });
 
@@ -258,12 +254,12 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
     const [cert, key] = pki.issue('many-names-agent', { client: true });
     const identifiers = Array.from({ length: 4000 }, (_, i) => `host=service-${i}.namespace-${i % 50}.cluster1`).join('&');
     expect(identifiers.length).toBeGreaterThan(150_000);
-    const before = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
+    const before = sampleValue(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
     const many = startAgent([`127.0.0.1:${connectServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-many-names', `--agent-identifiers=${identifiers}`]);
     try {
       await many.ready(1, 15_000);
       let registered = 0;
-      const read = async () => (registered = metric(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0) >= before + 4000;
+      const read = async () => (registered = sampleValue(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0) >= before + 4000;
       await waitUntilAsync(read, 10_000, 'the Go server to register the 4,000 names');
       expect(registered).toBe(before + 4000);
     } finally {
@@ -287,6 +283,6 @@ describe.skipIf(!binDir)(`interop with the Go proxy-server and test-client (${bi
     await waitUntil(() => grpcServer.lines(/"Receive stream from agent is closed"|Stream read from agent cancelled/, from).length > 0, 5000, 'the agent stream to end');
     // Every CLOSE_RSP written before the stream ended reached the server: nothing left established.
     expect(grpcServer.lines(/"Close established connections to agent"/, from)).toEqual([]);
-    expect(metric(await grpcServer.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
+    expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
   });
 });

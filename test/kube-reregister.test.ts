@@ -16,9 +16,10 @@ import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { ruleIdentifiers } from '../rules/identifiers.js';
 import { parseRules, type RuleSet } from '../rules/rule-set.js';
-import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { startEchoServer, type Target } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' };

@@ -15,10 +15,10 @@ import { startKubeSources } from '../kube/sources.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
-import { waitUntil } from './support/agent.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { startEchoServer, type Target } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const ruleValues = { clusterName: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test', expose: [], rulesFile: '' };

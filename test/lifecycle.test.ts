@@ -10,9 +10,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packets.js';
-import { startAgent, waitUntil } from './support/agent.js';
+import { startAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { pattern, startHttpServer, unusedPort, type Target } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -15,6 +15,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { memoryCgroup } from './support/cgroup.js';
 import { makePki } from './support/certs.js';
 import { buildDist, run, type Child } from './support/processes.js';
+import { sampleValue } from './support/promql.js';
 import { pattern, sha256, unusedPort } from './support/targets.js';
 
 const MiB = 1 << 20;
@@ -149,7 +150,7 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     expect(agent.stdout() + agent.stderr()).not.toMatch(/heap out of memory/i);
     expect(cg.oomKills()).toBe(0);
     const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
-    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    const value = (name: string) => sampleValue(metrics, name) ?? NaN;
     expect(value('spoke_agent_buffer_budget_shed_connections_total') + value('spoke_agent_connection_buffer_overflows_total')).toBe(40);
     console.log(`memory-limit.test: cgroup v${cg.version} peak ${(cg.peakBytes() / MiB).toFixed(0)} MiB of 256; shed by the budget ${value('spoke_agent_buffer_budget_shed_connections_total')}, by the per-connection limit ${value('spoke_agent_connection_buffer_overflows_total')}`);
     agent.kill('SIGKILL');

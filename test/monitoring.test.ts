@@ -21,6 +21,7 @@ import { FakeApiServer } from './support/fake-apiserver.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { runCli, repoRoot, type Child } from './support/processes.js';
 import { exportedNames, promqlNames } from './support/promql.js';
+import { waitUntilAsync } from './support/wait.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- rule files and dashboards are plain data */
 type Obj = Record<string, any>;
@@ -167,10 +168,7 @@ describe('every query names only metrics and labels the agent exports', () => {
     const healthPort = Number((await agent.waitFor(/"port":(\d+)[^\n]*health server listening/))[1]);
     await agent.waitFor(/connected to proxy-server/);
     const metrics = async () => (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
-    for (let deadline = Date.now() + 10_000; !(await metrics()).includes('spoke_agent_kube_watch_synced{resource="configmap"} 1'); ) {
-      if (Date.now() > deadline) throw new Error('the rules ConfigMap was not synced within 10 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitUntilAsync(async () => (await metrics()).includes('spoke_agent_kube_watch_synced{resource="configmap"} 1'), 10_000, 'the rules ConfigMap to be synced');
 
     // A little of everything: a tunnelled HTTP request to a rule's name, a dial refused by policy,
     // a DNS answer from a rule and a SERVFAIL.

@@ -6,11 +6,12 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyHub } from '../hub/proxy-server.js';
-import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 import { establishedConnections } from './support/sockets.js';
 import { unusedPort } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 const pki = makePki();
 const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };

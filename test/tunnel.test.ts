@@ -8,9 +8,10 @@ import { dialThroughProxy, type DialOptions } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService } from '../proto/packets.js';
-import { startAgent, waitUntil, type StartedAgent } from './support/agent.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 let pki: TestPki;
 let hub: ProxyHub;

@@ -3,6 +3,7 @@ import { Agent, type AgentDeps } from '../../agent/agent.js';
 import { agentFlags, validateAgentOptions } from '../../agent/options.js';
 import { parseFlags } from '../../flags/flags.js';
 import { createLogger } from '../../observability/log.js';
+import { waitUntil } from './wait.js';
 
 export interface StartedAgent {
   agent: Agent;
@@ -22,12 +23,4 @@ export function startAgent(targets: string[], flags: string[], deps: Partial<Age
     stop: () => agent.stop(),
     ready: (n = 1, timeoutMs = 10_000) => waitUntil(() => agent.clients.healthyCount >= n, timeoutMs, `${n} server stream(s)`),
   };
-}
-
-export async function waitUntil(condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }

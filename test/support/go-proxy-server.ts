@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { TestPki } from './certs.js';
 import { referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
+import { waitUntilAsync } from './wait.js';
 
 /** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
 export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined => referenceBinDir('ANP_BIN_DIR', 'anp', names);
@@ -83,11 +84,3 @@ export async function httpText(url: string): Promise<string> {
   return (await res.text()).trim();
 }
 
-/** Polls `condition` every `intervalMs` (what a measurement's resolution needs) until it holds. */
-export async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string, intervalMs = 50): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}

@@ -2,7 +2,7 @@
 // refers to, and its label matchers, so a test can hold them against what the agent exports. Not a
 // parser: strings, label matchers, grouping lists and ranges are cut out, then every identifier not
 // followed by `(` (a function or an aggregation) and not a keyword is a metric name. promtool checks
-// the syntax.
+// the syntax. Also what tests and the bench read off an exposition.
 
 const keywords = new Set(['and', 'or', 'unless', 'bool', 'offset', 'inf', 'nan']);
 
@@ -60,4 +60,14 @@ export function exportedNames(text: string): Map<string, string> {
     else names.set(family, family);
   }
   return names;
+}
+
+/**
+ * The value of `series` in Prometheus text format: a name with its labels as exported, or a bare
+ * name for its first series whatever the labels. Undefined when absent.
+ */
+export function sampleValue(text: string, series: string): number | undefined {
+  const escaped = series.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const m = new RegExp(`^${escaped}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
 }
