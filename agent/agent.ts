@@ -49,7 +49,7 @@ export class Agent {
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
       budget: this.budget,
-      dial: (address, signal) => dialTcp(address, { timeoutMs: options.dialTimeout, signal, resolve: deps.resolve, authorize: deps.authorize, sharedReads: true }),
+      dial: (address, cancel) => dialTcp(address, { timeoutMs: options.dialTimeout, cancel, resolve: deps.resolve, authorize: deps.authorize, sharedReads: true }),
       metrics: this.metrics,
       log: deps.log,
     });

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialError, dialTcp, relayTargetReads } from './dialer.js';
+import { DialCancel, DialError, dialTcp, relayTargetReads } from './dialer.js';
 
 const servers: net.Server[] = [];
 afterEach(() => servers.splice(0).forEach((s) => s.close()));
@@ -57,11 +57,24 @@ describe('dialTcp', () => {
     expect(connections()).toBe(0);
   });
 
-  it('is cancelled by its signal', async () => {
-    const abort = new AbortController();
-    const dial = dialTcp('slow.example:80', { timeoutMs: 5000, signal: abort.signal, resolve: () => new Promise(() => {}) });
-    abort.abort();
+  it('is cancelled while it resolves, while it connects, and before it starts', async () => {
+    const lookingUp = new DialCancel();
+    const dial = dialTcp('slow.example:80', { timeoutMs: 5000, cancel: lookingUp, resolve: () => new Promise(() => {}) });
+    lookingUp.cancel();
     await expect(dial).rejects.toMatchObject({ reason: 'cancelled' });
+
+    // Cancelled once its connect has begun (the socket exists; Node issues the syscall a tick later).
+    const connecting = new DialCancel();
+    const started = Date.now();
+    const pendingConnect = dialTcp('127.0.0.1:1', { timeoutMs: 5000, cancel: connecting });
+    connecting.cancel();
+    await expect(pendingConnect).rejects.toMatchObject({ reason: 'cancelled' });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(connecting.onCancel).toBeUndefined();
+
+    const before = new DialCancel();
+    before.cancel();
+    await expect(dialTcp('127.0.0.1:1', { timeoutMs: 1000, cancel: before })).rejects.toMatchObject({ reason: 'cancelled' });
   });
 
   it('hands reads of sharedReads sockets to their relay, and leaves other sockets emitting data', async () => {

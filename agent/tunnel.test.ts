@@ -186,9 +186,9 @@ describe('Tunnel', () => {
     let produced: Duplex | undefined;
     let aborted = false;
     const { tunnel, sent, metrics } = setup({
-      dial: (_address, signal) =>
+      dial: (_address, cancel) =>
         new Promise((resolve) => {
-          signal.addEventListener('abort', () => (aborted = true));
+          cancel.onCancel = () => (aborted = true);
           release = () => resolve((produced = duplexPair()[0]));
         }),
     });

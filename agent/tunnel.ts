@@ -5,12 +5,12 @@ import type { Duplex } from 'node:stream';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { DialError } from './dialer.js';
+import { DialCancel, DialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
-export type Dial = (address: string, signal: AbortSignal) => Promise<Duplex>;
+export type Dial = (address: string, cancel: DialCancel) => Promise<Duplex>;
 
 /** How long a target over its budget may accept nothing before it counts as stopped. */
 export const defaultStallMs = 2000;
@@ -41,7 +41,7 @@ export interface MalformedPacket {
 
 export class Tunnel {
   private nextConnectID = 1;
-  private readonly pending = new Map<string, AbortController>();
+  private readonly pending = new Map<string, DialCancel>();
   private readonly connections = new Map<string, EndpointConnection>();
   private readonly idleWaiters: Array<() => void> = [];
   /** Connections whose targets are slow but reading; while any exists the stream is paused. */
@@ -126,14 +126,14 @@ export class Tunnel {
         // The Go agent ignores DIAL_CLS and so leaks the dial; we cancel it. If the dial already
         // completed, the server answers our DIAL_RSP with CLOSE_REQ, which closes it.
         const random = packet.closeDial?.random ?? '';
-        const abort = this.pending.get(random);
-        if (!abort) {
+        const cancel = this.pending.get(random);
+        if (!cancel) {
           // Our DIAL_RSP crossed the server's DIAL_CLS: if the dial connected, its CLOSE_REQ follows.
           if (this.finishedDials.has(random)) return this.late(PacketType.DIAL_CLS, { random });
           return this.reject('unknown_dial', { random }, 'DIAL_CLS for a dial that is not pending');
         }
         this.pending.delete(random);
-        abort.abort();
+        cancel.cancel();
         this.opts.metrics.dialCancellations.inc();
         this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
         this.notifyIfIdle();
@@ -151,12 +151,12 @@ export class Tunnel {
       return;
     }
     if (this.pending.has(random)) return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
-    const abort = new AbortController();
-    this.pending.set(random, abort);
+    const cancel = new DialCancel();
+    this.pending.set(random, cancel);
     const started = performance.now();
-    this.opts.dial(address, abort.signal).then(
+    this.opts.dial(address, cancel).then(
       (socket) => {
-        if (this.pending.get(random) !== abort) {
+        if (this.pending.get(random) !== cancel) {
           // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
           socket.destroy();
           return;
@@ -164,16 +164,20 @@ export class Tunnel {
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions);
         this.connections.set(connectID, conn);
-        // The answer first: the hub's client waits on it; the bookkeeping does not need to.
-        this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         this.pending.delete(random);
         this.finishedDials.add(random);
-        conn.start();
-        this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
-        this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
+        // The answer first: the hub's client waits on it. Node writes it in this turn of the event
+        // loop's check phase; what does not need to come before it runs just after (nothing from the
+        // server or the target can arrive in between: those are the next turn's I/O).
+        this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
+        setImmediate(() => {
+          conn.start(); // safe even if the connection closed meanwhile: it then relays nothing
+          this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
+          this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
+        });
       },
       (err: unknown) => {
-        if (this.pending.get(random) !== abort) return;
+        if (this.pending.get(random) !== cancel) return;
         this.pending.delete(random);
         this.finishedDials.add(random);
         const reason = err instanceof DialError ? err.reason : 'unknown';
@@ -206,7 +210,7 @@ export class Tunnel {
   /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
   abortAll(): void {
     this.leaveBudget();
-    for (const abort of this.pending.values()) abort.abort();
+    for (const cancel of this.pending.values()) cancel.cancel();
     this.pending.clear();
     for (const conn of [...this.connections.values()]) conn.abort();
   }
