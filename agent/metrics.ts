@@ -2,12 +2,19 @@
 // agent's meaning (pkg/agent/metrics/metrics.go), so existing dashboards keep working; what the Go
 // agent has no metric for is under spoke_agent_*.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { packetTypeName } from '../proto/packet-types.js';
+import { PacketType, packetTypeName } from '../proto/packet-types.js';
 
 const goPrefix = 'konnectivity_network_proxy_agent_';
 const latencyBuckets = [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30];
 
 export type Segment = 'from_agent' | 'to_agent';
+
+/**
+ * Packet counts by type, one slot per type of client.proto and one for every other value: a server
+ * sending made-up types must not mint a label value (and a series) for each.
+ */
+const unknownTypeSlot = Math.max(...Object.values(PacketType).filter((v): v is number => typeof v === 'number')) + 1;
+const newPacketCounts = (): number[] => new Array<number>(unknownTypeSlot + 1).fill(0);
 
 export class AgentMetrics {
   readonly dialDuration: Histogram;
@@ -37,7 +44,7 @@ export class AgentMetrics {
    * prom-client child's inc() validates and hashes its labels on every call (a visible share of
    * the agent's CPU per packet).
    */
-  private readonly packetCounts: Record<Segment, Map<number, number>> = { from_agent: new Map(), to_agent: new Map() };
+  private readonly packetCounts: Record<Segment, number[]> = { from_agent: newPacketCounts(), to_agent: newPacketCounts() };
   private readonly byteCounts = { to_target: 0, from_target: 0 };
   /** Endpoint connections open, and closed but still flushing (changed per connection, read per scrape). */
   readonly endpointCounts = { open: 0, closing: 0 };
@@ -55,7 +62,9 @@ export class AgentMetrics {
       name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers,
       collect() {
         this.reset();
-        for (const segment of ['from_agent', 'to_agent'] as const) for (const [type, n] of packetCounts[segment]) this.inc({ segment, packet_type: packetTypeName(type) }, n);
+        for (const segment of ['from_agent', 'to_agent'] as const) {
+          packetCounts[segment].forEach((n, slot) => n > 0 && this.inc({ segment, packet_type: slot === unknownTypeSlot ? 'UNKNOWN' : packetTypeName(slot) }, n));
+        }
       },
     });
     this.streamErrors = new Counter({ name: `${goPrefix}stream_errors_total`, help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.', labelNames: ['segment', 'code', 'packet_type'], registers });
@@ -88,8 +97,7 @@ export class AgentMetrics {
   }
 
   observePacket(segment: Segment, type: number): void {
-    const counts = this.packetCounts[segment];
-    counts.set(type, (counts.get(type) ?? 0) + 1);
+    this.packetCounts[segment][type >= 0 && type < unknownTypeSlot ? type : unknownTypeSlot]!++;
   }
 
   countBytesToTarget(n: number): void {
