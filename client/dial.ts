@@ -10,6 +10,11 @@ export interface DialOptions {
   proxyHost: string;
   proxyPort: number;
   /**
+   * A Unix socket to reach the proxy-server's frontend on instead of proxyHost:proxyPort (its
+   * --uds-name, as kube-apiserver's egress uses it); plaintext, as the Go proxy-server serves it.
+   */
+  proxyUds?: string;
+  /**
    * PEM text. TLS is used when any of them is given (`ca` to verify the proxy-server, `cert`+`key`
    * for mTLS); with none, the connection to the proxy-server is plaintext.
    */
@@ -57,7 +62,7 @@ function dialContext(opts: DialOptions): DialContext {
   const start = performance.now();
   const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
   return {
-    tls: opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined,
+    tls: opts.proxyUds === undefined && (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined),
     timeoutMs: opts.timeoutMs ?? defaultDialTimeoutMs,
     event: opts.onEvent ?? (() => {}),
     elapsed,
@@ -72,5 +77,8 @@ function dialContext(opts: DialOptions): DialContext {
  * (CLOSE_REQ, or DIAL_CLS before the dial completed), and the remote side closing ends both directions.
  */
 export function dialThroughProxy(opts: DialOptions): Promise<Duplex> {
+  if (opts.proxyUds !== undefined && (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined)) {
+    return Promise.reject(new DialError('a Unix socket to the proxy-server is plaintext: no --ca-cert, --client-cert or --client-key with it'));
+  }
   return opts.mode === 'grpc' ? dialGrpc(opts, dialContext(opts)) : dialHttpConnect(opts, dialContext(opts));
 }

@@ -28,8 +28,10 @@ function parseConnectReply(buf: Buffer): ConnectReply | undefined {
 }
 
 export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
-  const to = joinHostPort(opts.proxyHost, opts.proxyPort);
-  const socket: net.Socket = ctx.tls
+  const to = opts.proxyUds ?? joinHostPort(opts.proxyHost, opts.proxyPort);
+  const socket: net.Socket = opts.proxyUds !== undefined
+    ? net.connect({ path: opts.proxyUds })
+    : ctx.tls
     ? tls.connect({
         host: opts.proxyHost,
         port: opts.proxyPort,

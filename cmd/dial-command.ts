@@ -11,6 +11,7 @@ export const dialFlags = {
   }),
   proxyHost: str('proxy-host', 'localhost', 'The host of the proxy server.'),
   proxyPort: int('proxy-port', 8090, 'The port the proxy server is listening on (the gRPC or the HTTP CONNECT frontend, per --mode).'),
+  proxyUds: str('proxy-uds', '', "The UDS name to connect to (the proxy server's --uds-name) instead of --proxy-host and --proxy-port; plaintext."),
   caCert: str('ca-cert', '', 'If non-empty, the CA that signs the proxy server certificate; turns TLS on.'),
   clientCert: str('client-cert', '', 'If non-empty, secure communication with this cert (mTLS).'),
   clientKey: str('client-key', '', 'If non-empty, secure communication with this key (mTLS).'),
@@ -63,6 +64,7 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
   }
   if (positionals.length !== 1 || !/:\d+$/.test(positionals[0]!)) return fail(2, 'expected one HOST:PORT to dial');
   if ((o.clientCert === '') !== (o.clientKey === '')) return fail(2, '--client-cert and --client-key go together');
+  if (o.proxyUds !== '' && (o.caCert !== '' || o.clientCert !== '')) return fail(2, '--proxy-uds is plaintext, as the proxy server serves it: no --ca-cert, --client-cert or --client-key with it');
 
   let pem: { ca?: Buffer; cert?: Buffer; key?: Buffer };
   try {
@@ -79,13 +81,14 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
       mode,
       proxyHost: o.proxyHost,
       proxyPort: o.proxyPort,
+      ...(o.proxyUds !== '' ? { proxyUds: o.proxyUds } : {}),
       ...pem,
       address: positionals[0]!,
       timeoutMs: o.dialTimeout,
       onEvent: o.verbose ? (e) => io.stderr.write(`${formatEvent(e)}\n`) : undefined,
     });
   } catch (err) {
-    return fail(1, `failed to dial ${positionals[0]} through ${o.proxyHost}:${o.proxyPort}: ${(err as Error).message}`);
+    return fail(1, `failed to dial ${positionals[0]} through ${o.proxyUds || `${o.proxyHost}:${o.proxyPort}`}: ${(err as Error).message}`);
   }
 
   const conn = tunnel;

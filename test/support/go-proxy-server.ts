@@ -21,11 +21,13 @@ export class GoServer {
     readonly strategies: string,
     readonly serverID: string,
     readonly ports: { server: number; agent: number; health: number; admin: number },
+    /** The frontend's Unix socket (--uds-name, plaintext), instead of its TLS port. */
+    readonly uds?: string,
   ) {}
 
-  static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string): Promise<GoServer> {
-    const ports = { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
-    return new GoServer(binDir, mode, strategies, serverID, ports);
+  static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string, opts: { uds?: string } = {}): Promise<GoServer> {
+    const ports = { server: opts.uds ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+    return new GoServer(binDir, mode, strategies, serverID, ports, opts.uds);
   }
 
   async start(pki: TestPki): Promise<void> {
@@ -36,11 +38,9 @@ export class GoServer {
       '--server-count=1',
       `--server-id=${this.serverID}`,
       '-v=5',
-      '--server-bind-address=127.0.0.1',
-      `--server-port=${ports.server}`,
-      `--server-cert=${pki.serverCert}`,
-      `--server-key=${pki.serverKey}`,
-      `--server-ca-cert=${pki.caCert}`,
+      ...(this.uds
+        ? [`--uds-name=${this.uds}`, '--server-port=0']
+        : ['--server-bind-address=127.0.0.1', `--server-port=${ports.server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`]),
       '--agent-bind-address=127.0.0.1',
       `--agent-port=${ports.agent}`,
       `--cluster-cert=${pki.serverCert}`,
