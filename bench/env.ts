@@ -152,6 +152,8 @@ export interface Hub {
   /** Frontends on this hub; the Go proxy-server serves one mode per process. */
   grpcPort?: number;
   httpConnectPort?: number;
+  /** The Go proxy-server's frontend on a Unix socket (--uds-name: plaintext), instead of a port. */
+  udsPath?: string;
   tls: boolean;
   /**
    * The Go proxy-server's own dial timing (konnectivity_network_proxy_server_dial_duration_seconds:
@@ -178,11 +180,14 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
 }
 
 /** The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
-export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts): Promise<Hub> {
-  const { server, agent, health, admin } = ports ?? { server: await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+/** `udsPath`: the frontend on that Unix socket, plaintext (kube-apiserver's egress set-up), instead of a TLS port. */
+export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts, udsPath?: string): Promise<Hub> {
+  const { server, agent, health, admin } = ports ?? { server: udsPath ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+  const frontend = udsPath
+    ? [`--uds-name=${udsPath}`, '--server-port=0']
+    : ['--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`];
   // prettier-ignore
-  const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default',
-    '--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`,
+  const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default', ...frontend,
     '--agent-bind-address=127.0.0.1', `--agent-port=${agent}`, `--cluster-cert=${pki.serverCert}`, `--cluster-key=${pki.serverKey}`, `--cluster-ca-cert=${pki.caCert}`,
     '--health-bind-address=127.0.0.1', `--health-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${admin}`];
   const proc = new Proc('go-proxy-server', spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
@@ -193,7 +198,8 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', po
     return { sum: read('sum'), count: read('count') };
   };
   const readyBackends = async () => sampleValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
-  return { kind: 'go', proc, agentPort: agent, ...(mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server }), tls: true, dialDurations, readyBackends, goPorts: { server, agent, health, admin } };
+  const frontendAt = udsPath ? { udsPath } : mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server };
+  return { kind: 'go', proc, agentPort: agent, ...frontendAt, tls: !udsPath, dialDurations, readyBackends, goPorts: { server, agent, health, admin } };
 }
 
 export interface AgentProc {
@@ -245,13 +251,14 @@ export const directRoute: Route = {
 };
 
 export function hubRoute(name: string, pki: TestPki, hub: Hub, mode: 'grpc' | 'http-connect'): Route {
-  const port = mode === 'grpc' ? hub.grpcPort : hub.httpConnectPort;
+  const port = hub.udsPath ? 0 : mode === 'grpc' ? hub.grpcPort : hub.httpConnectPort;
   if (port === undefined) throw new Error(`${name}: hub has no ${mode} frontend`);
   const creds = hub.tls ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) } : {};
+  const at = hub.udsPath ? { proxyUds: hub.udsPath } : {};
   return {
     name,
     dial: async (address) => {
-      const s = await dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: port, address, ...creds });
+      const s = await dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: port, ...at, address, ...creds });
       if (s instanceof net.Socket) s.setNoDelay(true);
       return s;
     },
