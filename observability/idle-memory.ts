@@ -39,6 +39,7 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
     return (used.user + used.system) / 1000 > ms * busyShare;
   };
   let armed = false;
+  let last = process.cpuUsage();
   // Start-up: the first quiet stretch from startupMs on.
   let mark = process.cpuUsage();
   const startedAt = performance.now();
@@ -47,11 +48,12 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
     mark = process.cpuUsage();
     const age = performance.now() - startedAt;
     if (age < startupMs) return;
-    if (quiet) collect();
-    else if (age < windowMs) return; // busy all along: the windows below saw it and take over
+    if (quiet) {
+      collect();
+      last = process.cpuUsage(); // start-up and the collection itself are not activity to the windows below
+    } else if (age < windowMs) return; // busy all along: the windows below saw it and take over
     clearInterval(startup);
   }, startupQuietMs).unref();
-  let last = process.cpuUsage();
   const window = setInterval(() => {
     const wasBusy = busy(last, windowMs);
     last = process.cpuUsage();
@@ -59,6 +61,7 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
     else if (armed) {
       armed = false;
       collect();
+      last = process.cpuUsage();
     }
   }, windowMs).unref();
   return () => {
