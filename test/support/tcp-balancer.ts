@@ -1,5 +1,7 @@
 // A loopback TCP load balancer over several backends (round-robin or random), like the single
 // Service address in front of proxy-server replicas. Backends can be taken out and put back.
+// "Random" is a fixed pseudo-random sequence: the same picks every run (the first four with three
+// backends: 1, 0, 1, 2, so one repeat), so how long a test takes does not depend on luck.
 import net from 'node:net';
 
 export class TcpBalancer {
@@ -7,13 +9,14 @@ export class TcpBalancer {
   private readonly sockets = new Set<net.Socket>();
   private readonly pairs = new Set<[net.Socket, net.Socket]>();
   private next = 0;
+  private readonly random = seededRandom(1);
   port = 0;
 
   constructor(private backends: number[], private readonly policy: 'round-robin' | 'random' = 'round-robin') {
     this.server = net.createServer((client) => {
       const live = this.backends;
       if (live.length === 0) return client.destroy();
-      const port = this.policy === 'random' ? live[Math.floor(Math.random() * live.length)]! : live[this.next++ % live.length]!;
+      const port = this.policy === 'random' ? live[Math.floor(this.random() * live.length)]! : live[this.next++ % live.length]!;
       const upstream = net.connect(port, '127.0.0.1');
       for (const s of [client, upstream]) {
         this.sockets.add(s);
@@ -52,4 +55,15 @@ export class TcpBalancer {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
+}
+
+/** mulberry32: a small, well-mixed 32-bit generator; numbers in [0, 1). */
+function seededRandom(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
