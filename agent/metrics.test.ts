@@ -10,7 +10,7 @@ describe('AgentMetrics packet counts', () => {
     metrics.observePacket('to_agent', PacketType.DIAL_REQ);
     metrics.observePacket('to_agent', PacketType.DIAL_REQ);
     metrics.observePacket('from_agent', PacketType.DIAL_RSP);
-    for (const made_up of [7, 99, 123456, -1, 2 ** 31 - 1]) metrics.observePacket('to_agent', made_up);
+    for (const madeUp of [7, 99, 123456, -1, 2 ** 31 - 1]) metrics.observePacket('to_agent', madeUp);
     const text = await registry.getSingleMetricAsString('konnectivity_network_proxy_agent_stream_packets_total');
     const series = text.split('\n').filter((l) => !l.startsWith('#'));
     expect(series.sort()).toEqual(

@@ -167,8 +167,8 @@ export class Tunnel {
         this.pending.delete(random);
         this.finishedDials.add(random);
         // The answer first: the hub's client waits on it. Node writes it in this turn of the event
-        // loop's check phase; what does not need to come before it runs just after (nothing from the
-        // server or the target can arrive in between: those are the next turn's I/O).
+        // loop's check phase; what does not need to come before it runs just after (nothing for this
+        // connection, from the server or the target, can arrive in between: that is the next turn's I/O).
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         setImmediate(() => {
           conn.start(); // safe even if the connection closed meanwhile: it then relays nothing
