@@ -11,7 +11,7 @@ import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
 import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
 import { buildDist } from '../test/support/processes.js';
-import { pattern, unusedPort } from '../test/support/targets.js';
+import { pattern, unusedPort, unusedServerPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -182,7 +182,7 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
 /** The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
 /** `udsPath`: the frontend on that Unix socket, plaintext (kube-apiserver's egress set-up), instead of a TLS port. */
 export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts, udsPath?: string): Promise<Hub> {
-  const { server, agent, health, admin } = ports ?? { server: udsPath ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+  const { server, agent, health, admin } = ports ?? { server: udsPath ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
   const frontend = udsPath
     ? [`--uds-name=${udsPath}`, '--server-port=0']
     : ['--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`];

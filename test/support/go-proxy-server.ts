@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { TestPki } from './certs.js';
 import { referenceBinDir } from './reference-bins.js';
-import { unusedPort } from './targets.js';
+import { unusedServerPort } from './targets.js';
 import { waitUntilAsync } from './wait.js';
 
 /** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
@@ -26,7 +26,7 @@ export class GoServer {
   ) {}
 
   static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string, opts: { uds?: string } = {}): Promise<GoServer> {
-    const ports = { server: opts.uds ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+    const ports = { server: opts.uds ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
     return new GoServer(binDir, mode, strategies, serverID, ports, opts.uds);
   }
 

@@ -109,6 +109,24 @@ export function unusedPort(): Promise<number> {
   });
 }
 
+/**
+ * A free loopback port for the Go proxy-server, which refuses any above 49151 (the ephemeral range,
+ * where `unusedPort`'s bind to 0 lands once the range's lower part is busy, e.g. with TIME_WAIT
+ * connections after a benchmark). Picked at random in 20000-32767, below Linux's default ephemeral
+ * range so an outgoing connection does not take it before the server binds it.
+ */
+export async function unusedServerPort(): Promise<number> {
+  for (;;) {
+    const port = 20000 + Math.floor(Math.random() * 12768);
+    const free = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
 /** Writes `payload` to a connection to an echo target, reads as many bytes back, returns their checksum. */
 export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
