@@ -56,7 +56,12 @@ export class GoServer {
     const collect = (b: Buffer) => (this.log += b.toString());
     proc.stdout!.on('data', collect);
     proc.stderr!.on('data', collect);
-    await waitUntilAsync(async () => (await httpText(`http://127.0.0.1:${ports.health}/healthz`).catch(() => '')) === 'ok', 10_000, `proxy-server ${this.serverID} health`);
+    const healthy = async () => {
+      // One that exited (a refused flag or port) says why at once instead of after the timeout.
+      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`proxy-server ${this.serverID} exited (${proc.exitCode ?? proc.signalCode}): ${this.log.split('\n').find((l) => /^Error/.test(l)) ?? this.log.slice(-2000)}`);
+      return (await httpText(`http://127.0.0.1:${ports.health}/healthz`).catch(() => '')) === 'ok';
+    };
+    await waitUntilAsync(healthy, 10_000, `proxy-server ${this.serverID} health`);
   }
 
   async stop(): Promise<void> {
