@@ -27,15 +27,17 @@ export class GrpcMessageReader {
     if (this.pendingBytes > 0) {
       this.pending.push(chunk);
       this.pendingBytes += chunk.length;
-      const length = this.messageLength(this.pendingBytes >= grpcPrefixBytes ? this.prefix() : undefined);
-      if (length === undefined || this.pendingBytes < grpcPrefixBytes + length) return;
+      if (this.pendingBytes < grpcPrefixBytes) return;
+      const first = this.pending[0]!;
+      const length = first.length >= grpcPrefixBytes ? this.messageLength(first, 0) : this.messageLength(Buffer.concat(this.pending, this.pendingBytes), 0);
+      if (this.pendingBytes < grpcPrefixBytes + length) return;
       buf = Buffer.concat(this.pending, this.pendingBytes);
       this.pending = [];
       this.pendingBytes = 0;
     }
     let at = 0;
     while (buf.length - at >= grpcPrefixBytes) {
-      const length = this.messageLength(buf.subarray(at, at + grpcPrefixBytes))!;
+      const length = this.messageLength(buf, at);
       if (buf.length - at < grpcPrefixBytes + length) break;
       onMessage(buf.subarray(at + grpcPrefixBytes, at + grpcPrefixBytes + length));
       at += grpcPrefixBytes + length;
@@ -46,16 +48,10 @@ export class GrpcMessageReader {
     }
   }
 
-  /** The first five pending bytes, which may span chunks. */
-  private prefix(): Buffer {
-    const first = this.pending[0]!;
-    return first.length >= grpcPrefixBytes ? first : Buffer.concat(this.pending, this.pendingBytes).subarray(0, grpcPrefixBytes);
-  }
-
-  private messageLength(prefix: Buffer | undefined): number | undefined {
-    if (!prefix) return undefined;
-    if (prefix[0] !== 0) throw new GrpcFramingError(`compressed message (flag ${prefix[0]}) but no compression was negotiated`);
-    const length = prefix.readUInt32BE(1);
+  /** The length in the prefix at `at` (read in place: no view per message), checked. */
+  private messageLength(buf: Buffer, at: number): number {
+    if (buf[at] !== 0) throw new GrpcFramingError(`compressed message (flag ${buf[at]}) but no compression was negotiated`);
+    const length = buf.readUInt32BE(at + 1);
     if (length > this.maxMessageBytes) throw new GrpcFramingError(`message of ${length} bytes exceeds the limit of ${this.maxMessageBytes}`);
     return length;
   }
