@@ -62,7 +62,7 @@ function dialContext(opts: DialOptions): DialContext {
   const start = performance.now();
   const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
   return {
-    tls: opts.proxyUds === undefined && (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined),
+    tls: opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined,
     timeoutMs: opts.timeoutMs ?? defaultDialTimeoutMs,
     event: opts.onEvent ?? (() => {}),
     elapsed,
@@ -77,8 +77,7 @@ function dialContext(opts: DialOptions): DialContext {
  * (CLOSE_REQ, or DIAL_CLS before the dial completed), and the remote side closing ends both directions.
  */
 export function dialThroughProxy(opts: DialOptions): Promise<Duplex> {
-  if (opts.proxyUds !== undefined && (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined)) {
-    return Promise.reject(new DialError('a Unix socket to the proxy-server is plaintext: no --ca-cert, --client-cert or --client-key with it'));
-  }
-  return opts.mode === 'grpc' ? dialGrpc(opts, dialContext(opts)) : dialHttpConnect(opts, dialContext(opts));
+  const ctx = dialContext(opts);
+  if (opts.proxyUds !== undefined && ctx.tls) return Promise.reject(new DialError('proxyUds is plaintext, as the proxy-server serves its Unix socket: no ca, cert or key with it'));
+  return opts.mode === 'grpc' ? dialGrpc(opts, ctx) : dialHttpConnect(opts, ctx);
 }
