@@ -88,7 +88,7 @@ export class ServerConnection extends EventEmitter {
     const { opts } = this;
     const metadata: Record<string, string> = { [Header.agentID.toLowerCase()]: opts.agentID };
     if (opts.agentIdentifiers) metadata[Header.agentIdentifiers.toLowerCase()] = opts.agentIdentifiers;
-    if (opts.credentials.authorization) metadata.authorization = opts.credentials.authorization();
+    if (opts.credentials.authorization) metadata[Header.authorization.toLowerCase()] = opts.credentials.authorization();
     this.stream = await ConnectStream.open({
       target: opts.target,
       secure: (socket) => opts.credentials.tls.handshake(socket),
