@@ -152,12 +152,9 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
   const oursSubject = list.find((x) => x.role === 'ours@go-hub');
   const first: [DialFigures | undefined, DialFigures | undefined] = [results.get('ours@go-hub'), results.get('go-agent@go-hub')];
   if (!goSubject || !oursSubject || !first[0] || !first[1]) return;
-  const rounds: Array<[DialFigures, DialFigures]> = [[first[0], first[1]]];
+  const nRounds = quick ? 2 : 3;
   const measure = (x: Subject) => x.use(async (s) => (await dialEach(s.route, targets.echo, 20), measureDials(s, targets.echo, nDial, parallel, rateMs)));
-  for (let r = 1; r < (quick ? 2 : 3); r++) {
-    const go = await measure(goSubject);
-    rounds.push([await measure(oursSubject), go]);
-  }
+  const rounds = [[first[0], first[1]] as [DialFigures, DialFigures], ...(await pairedRounds(nRounds - 1, goSubject, oursSubject, measure))];
   reportPairedRounds(report, section, oursSubject.name, rounds, results.get('direct')!.dialP50);
 
   // The dial rate where kube-apiserver's egress meets the proxy-server: its frontend on a Unix socket,
@@ -177,12 +174,17 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
         await own.close();
       }
     });
-  const udsRounds: Array<[DialRate, DialRate]> = [];
-  for (let r = 0; r < (quick ? 2 : 3); r++) {
-    const go = await rateOnly(goUds);
-    udsRounds.push([await rateOnly(oursUds), go]);
+  reportDialRate(report, section, oursUds.name, await pairedRounds(nRounds, goUds, oursUds, rateOnly), 'through the Unix-socket frontend');
+}
+
+/** `n` rounds of the Go agent, then ours, behind the same proxy-server: [ours, Go agent] each. */
+async function pairedRounds<F>(n: number, go: Subject, ours: Subject, measure: (x: Subject) => Promise<F>): Promise<Array<[F, F]>> {
+  const rounds: Array<[F, F]> = [];
+  for (let r = 0; r < n; r++) {
+    const goFigures = await measure(go);
+    rounds.push([await measure(ours), goFigures]);
   }
-  reportDialRate(report, section, oursUds.name, udsRounds, 'through the Unix-socket frontend');
+  return rounds;
 }
 
 /** The round whose ratio (ours / Go agent) is the median of the rounds'. */
