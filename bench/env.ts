@@ -10,7 +10,7 @@ import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
 import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
-import { buildDist } from '../test/support/processes.js';
+import { buildDist, terminate } from '../test/support/processes.js';
 import { pattern, unusedPort, unusedServerPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -85,10 +85,7 @@ export class Proc {
   /** SIGTERM, then SIGKILL if it has not exited (the Go agent ignores SIGTERM while draining). */
   async stop(graceMs = 3000): Promise<void> {
     if (!this.alive) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
+    await terminate(this.child, this.exited, graceMs);
   }
 
   get log(): string {

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { TestPki } from './certs.js';
+import { terminate } from './processes.js';
 import { referenceBinDir } from './reference-bins.js';
 import { unusedServerPort } from './targets.js';
 import { waitUntilAsync } from './wait.js';
@@ -67,11 +68,7 @@ export class GoServer {
   async stop(): Promise<void> {
     const proc = this.proc;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-    proc.kill('SIGTERM');
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 3000);
-    await exited;
-    clearTimeout(timer);
+    await terminate(proc, new Promise((r) => proc.once('exit', r)), 3000);
   }
 
   metrics(): Promise<string> {

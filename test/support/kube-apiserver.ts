@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { createCa, type Ca } from '../../hub/ephemeral-pki.js';
-import { run, type Child } from './processes.js';
+import { run, terminate, type Child } from './processes.js';
 import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
 
@@ -55,11 +55,7 @@ const write = (dir: string, name: string, text: string) => {
 };
 
 async function stop(child: Child | undefined): Promise<void> {
-  if (!child) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-  await child.exited;
-  clearTimeout(timer);
+  if (child) await terminate(child, child.exited, 5000);
 }
 
 function get(url: string, ca: string, token: string): Promise<number> {

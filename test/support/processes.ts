@@ -20,6 +20,14 @@ export interface Child {
   kill(signal?: NodeJS.Signals): void;
 }
 
+/** SIGTERM, then SIGKILL if it has not exited within `graceMs` (a Go binary may ignore SIGTERM while draining). */
+export async function terminate(child: { kill(signal: NodeJS.Signals): unknown }, exited: Promise<unknown>, graceMs: number): Promise<void> {
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
 export function run(command: string, args: string[], opts: SpawnOptions = {}): Child {
   const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], ...opts });
   let out = '';
