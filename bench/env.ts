@@ -9,9 +9,10 @@ import type { Duplex } from 'node:stream';
 import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
+import { goServerFlags, goServerPorts, type GoServerPorts } from '../test/support/go-proxy-server.js';
 import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
 import { buildDist, terminate } from '../test/support/processes.js';
-import { pattern, unusedPort, unusedServerPort } from '../test/support/targets.js';
+import { pattern, unusedPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -160,14 +161,7 @@ export interface Hub {
   dialDurations?(): Promise<{ sum: number; count: number }>;
   /** The Go proxy-server: agents it holds (`ready_backends`), and its ports, to start it again on them. */
   readyBackends?(): Promise<number>;
-  goPorts?: GoHubPorts;
-}
-
-export interface GoHubPorts {
-  server: number;
-  agent: number;
-  health: number;
-  admin: number;
+  goPorts?: GoServerPorts;
 }
 
 export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean } = {}): Promise<Hub> {
@@ -176,17 +170,14 @@ export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean
   return { kind: 'ours', proc, agentPort: ports.agent, grpcPort: ports.server, httpConnectPort: ports.httpConnect, tls: !opts.plainFrontends };
 }
 
-/** The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to restart one. */
-/** `udsPath`: the frontend on that Unix socket, plaintext (kube-apiserver's egress set-up), instead of a TLS port. */
-export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoHubPorts, udsPath?: string): Promise<Hub> {
-  const { server, agent, health, admin } = ports ?? { server: udsPath ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
-  const frontend = udsPath
-    ? [`--uds-name=${udsPath}`, '--server-port=0']
-    : ['--server-bind-address=127.0.0.1', `--server-port=${server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`];
-  // prettier-ignore
-  const args = [`--mode=${mode}`, '--proxy-strategies=destHost,default', ...frontend,
-    '--agent-bind-address=127.0.0.1', `--agent-port=${agent}`, `--cluster-cert=${pki.serverCert}`, `--cluster-key=${pki.serverKey}`, `--cluster-ca-cert=${pki.caCert}`,
-    '--health-bind-address=127.0.0.1', `--health-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${admin}`];
+/**
+ * The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to
+ * restart one. `udsPath`: the frontend on that Unix socket, plaintext (kube-apiserver's egress set-up).
+ */
+export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoServerPorts, udsPath?: string): Promise<Hub> {
+  const goPorts = ports ?? (await goServerPorts(udsPath));
+  const { server, agent, health } = goPorts;
+  const args = goServerFlags(pki, mode, 'destHost,default', goPorts, udsPath);
   const proc = new Proc('go-proxy-server', spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   await waitReady(proc, health, '/healthz');
   const dialDurations = async () => {
@@ -196,7 +187,7 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', po
   };
   const readyBackends = async () => sampleValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
   const frontendAt = udsPath ? { udsPath } : mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server };
-  return { kind: 'go', proc, agentPort: agent, ...frontendAt, tls: !udsPath, dialDurations, readyBackends, goPorts: { server, agent, health, admin } };
+  return { kind: 'go', proc, agentPort: agent, ...frontendAt, tls: !udsPath, dialDurations, readyBackends, goPorts };
 }
 
 export interface AgentProc {

@@ -12,6 +12,31 @@ import { waitUntilAsync } from './wait.js';
 /** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
 export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined => referenceBinDir('ANP_BIN_DIR', 'anp', names);
 
+export interface GoServerPorts {
+  /** The frontend's TLS port; 0 when it serves a Unix socket instead. */
+  server: number;
+  agent: number;
+  health: number;
+  admin: number;
+}
+
+/** Free ports for a Go proxy-server (it refuses any in the ephemeral range: unusedServerPort). */
+export async function goServerPorts(uds?: string): Promise<GoServerPorts> {
+  return { server: uds ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
+}
+
+/**
+ * The Go proxy-server's flags on loopback with our PKI: mTLS on the agent port and on the frontend's
+ * port, or the frontend on the Unix socket `uds` (--uds-name: plaintext, kube-apiserver's egress set-up).
+ */
+export function goServerFlags(pki: TestPki, mode: 'grpc' | 'http-connect', strategies: string, ports: GoServerPorts, uds?: string): string[] {
+  // prettier-ignore
+  return [`--mode=${mode}`, `--proxy-strategies=${strategies}`,
+    ...(uds ? [`--uds-name=${uds}`, '--server-port=0'] : ['--server-bind-address=127.0.0.1', `--server-port=${ports.server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`]),
+    '--agent-bind-address=127.0.0.1', `--agent-port=${ports.agent}`, `--cluster-cert=${pki.serverCert}`, `--cluster-key=${pki.serverKey}`, `--cluster-ca-cert=${pki.caCert}`,
+    '--health-bind-address=127.0.0.1', `--health-port=${ports.health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${ports.admin}`];
+}
+
 /** One Go proxy-server process; its combined output is kept in `log`. */
 export class GoServer {
   log = '';
@@ -21,37 +46,18 @@ export class GoServer {
     readonly mode: 'grpc' | 'http-connect',
     readonly strategies: string,
     readonly serverID: string,
-    readonly ports: { server: number; agent: number; health: number; admin: number },
+    readonly ports: GoServerPorts,
     /** The frontend's Unix socket (--uds-name, plaintext), instead of its TLS port. */
     readonly uds?: string,
   ) {}
 
   static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string, opts: { uds?: string } = {}): Promise<GoServer> {
-    const ports = { server: opts.uds ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
-    return new GoServer(binDir, mode, strategies, serverID, ports, opts.uds);
+    return new GoServer(binDir, mode, strategies, serverID, await goServerPorts(opts.uds), opts.uds);
   }
 
   async start(pki: TestPki): Promise<void> {
     const { ports } = this;
-    const args = [
-      `--mode=${this.mode}`,
-      `--proxy-strategies=${this.strategies}`,
-      '--server-count=1',
-      `--server-id=${this.serverID}`,
-      '-v=5',
-      ...(this.uds
-        ? [`--uds-name=${this.uds}`, '--server-port=0']
-        : ['--server-bind-address=127.0.0.1', `--server-port=${ports.server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`]),
-      '--agent-bind-address=127.0.0.1',
-      `--agent-port=${ports.agent}`,
-      `--cluster-cert=${pki.serverCert}`,
-      `--cluster-key=${pki.serverKey}`,
-      `--cluster-ca-cert=${pki.caCert}`,
-      '--health-bind-address=127.0.0.1',
-      `--health-port=${ports.health}`,
-      '--admin-bind-address=127.0.0.1',
-      `--admin-port=${ports.admin}`,
-    ];
+    const args = [...goServerFlags(pki, this.mode, this.strategies, ports, this.uds), '--server-count=1', `--server-id=${this.serverID}`, '-v=5'];
     const proc = spawn(join(this.binDir, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
     const collect = (b: Buffer) => (this.log += b.toString());
