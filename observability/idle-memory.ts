@@ -25,6 +25,13 @@ export interface IdleMemoryOptions {
 
 /** Starts watching; returns what stops it. */
 export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, startupMs = 1000, startupQuietMs = 250 }: IdleMemoryOptions = {}): () => void {
+  const busy = (since: NodeJS.CpuUsage, ms: number) => {
+    const used = process.cpuUsage(since);
+    return (used.user + used.system) / 1000 > ms * busyShare;
+  };
+  let armed = false;
+  /** Where the current window's CPU is counted from. */
+  let last = process.cpuUsage();
   let gc: Gc | undefined;
   const collect = () => {
     if (!gc) {
@@ -33,13 +40,8 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
       setFlagsFromString('--no-expose-gc');
     }
     gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+    last = process.cpuUsage(); // the collection (and before it start-up) is not activity to the windows below
   };
-  const busy = (since: NodeJS.CpuUsage, ms: number) => {
-    const used = process.cpuUsage(since);
-    return (used.user + used.system) / 1000 > ms * busyShare;
-  };
-  let armed = false;
-  let last = process.cpuUsage();
   // Start-up: the first quiet stretch from startupMs on.
   let mark = process.cpuUsage();
   const startedAt = performance.now();
@@ -48,10 +50,8 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
     mark = process.cpuUsage();
     const age = performance.now() - startedAt;
     if (age < startupMs) return;
-    if (quiet) {
-      collect();
-      last = process.cpuUsage(); // start-up and the collection itself are not activity to the windows below
-    } else if (age < windowMs) return; // busy all along: the windows below saw it and take over
+    if (quiet) collect();
+    else if (age < windowMs) return; // busy all along: the windows below saw it and take over
     clearInterval(startup);
   }, startupQuietMs).unref();
   const window = setInterval(() => {
@@ -61,7 +61,6 @@ export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, start
     else if (armed) {
       armed = false;
       collect();
-      last = process.cpuUsage();
     }
   }, windowMs).unref();
   return () => {
