@@ -1,8 +1,10 @@
 // The konnectivity-client equivalent for Node programs on the hub: open one TCP connection through the
 // proxy-server and an agent, as a Duplex stream. See client/README.md.
 import type { Duplex } from 'node:stream';
+import type { SecureContext } from 'node:tls';
 import { dialGrpc } from './grpc-tunnel.js';
 import { dialHttpConnect } from './http-connect-tunnel.js';
+import { secureContextFor } from './secure-context.js';
 
 export interface DialOptions {
   /** `grpc`: one ProxyService/Proxy stream per dial. `http-connect`: a CONNECT request. */
@@ -50,19 +52,28 @@ export class DialError extends Error {
 
 export const defaultDialTimeoutMs = 30_000;
 
-/** TLS or not, and the event clock, for both modes. */
+/** TLS (the parsed material) or plaintext, and the event clock, for both modes. */
 export interface DialContext {
-  tls: boolean;
+  tls: SecureContext | undefined;
   timeoutMs: number;
   event: (e: DialEvent) => void;
   elapsed: () => number;
 }
 
+/** Throws a DialError when the TLS material does not parse. */
 function dialContext(opts: DialOptions): DialContext {
   const start = performance.now();
   const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
+  let tls: SecureContext | undefined;
+  if (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined) {
+    try {
+      tls = secureContextFor(opts);
+    } catch (err) {
+      throw new DialError(`TLS credentials for the proxy-server: ${(err as Error).message}`);
+    }
+  }
   return {
-    tls: opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined,
+    tls,
     timeoutMs: opts.timeoutMs ?? defaultDialTimeoutMs,
     event: opts.onEvent ?? (() => {}),
     elapsed,
@@ -77,7 +88,12 @@ function dialContext(opts: DialOptions): DialContext {
  * (CLOSE_REQ, or DIAL_CLS before the dial completed), and the remote side closing ends both directions.
  */
 export function dialThroughProxy(opts: DialOptions): Promise<Duplex> {
-  const ctx = dialContext(opts);
+  let ctx: DialContext;
+  try {
+    ctx = dialContext(opts);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   if (opts.proxyUds !== undefined && ctx.tls) return Promise.reject(new DialError('proxyUds is plaintext, as the proxy-server serves its Unix socket: no ca, cert or key with it'));
   return opts.mode === 'grpc' ? dialGrpc(opts, ctx) : dialHttpConnect(opts, ctx);
 }

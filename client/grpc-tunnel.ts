@@ -126,7 +126,7 @@ class GrpcTunnel extends Duplex {
 
 export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   const target = opts.proxyUds !== undefined ? `unix:${opts.proxyUds}` : joinHostPort(opts.proxyHost, opts.proxyPort);
-  const creds = ctx.tls ? new ProxyTlsCredentials(opts.proxyHost, { ca: opts.ca, cert: opts.cert, key: opts.key }) : grpc.credentials.createInsecure();
+  const creds = ctx.tls ? new ProxyTlsCredentials(opts.proxyHost, ctx.tls) : grpc.credentials.createInsecure();
   // A channel of its own per dial, as CreateSingleUseGrpcTunnel does; a 1 MiB window where grpc-go
   // would grow one by itself.
   const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': 1 << 20 });

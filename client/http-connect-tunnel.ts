@@ -35,9 +35,7 @@ export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Du
     ? tls.connect({
         host: opts.proxyHost,
         port: opts.proxyPort,
-        ca: opts.ca,
-        cert: opts.cert,
-        key: opts.key,
+        secureContext: ctx.tls,
         servername: tlsServerName(opts.proxyHost),
         ALPNProtocols: ['http/1.1'],
       })

@@ -3,7 +3,7 @@
 // SNI for an IP and checks the IP against the certificate's IP names, which Node does too once no
 // servername is given. Plugged in through grpc-js's secure-connector hook (@grpc/grpc-js is pinned).
 import type { Socket } from 'node:net';
-import { connect as tlsConnect, type SecureContextOptions } from 'node:tls';
+import { connect as tlsConnect, type SecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { tlsServerName } from '../agent/address.js';
 
@@ -12,7 +12,7 @@ type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
 export class ProxyTlsCredentials extends grpc.ChannelCredentials {
   constructor(
     private readonly host: string,
-    private readonly material: Pick<SecureContextOptions, 'ca' | 'cert' | 'key'>,
+    private readonly secureContext: SecureContext,
   ) {
     super();
   }
@@ -30,7 +30,7 @@ export class ProxyTlsCredentials extends grpc.ChannelCredentials {
     return {
       connect: (socket: Socket) =>
         new Promise((resolve, reject) => {
-          const tls = tlsConnect({ ...this.material, socket, host, servername: tlsServerName(host), ALPNProtocols: ['h2'] }, () => resolve({ socket: tls, secure: true }));
+          const tls = tlsConnect({ secureContext: this.secureContext, socket, host, servername: tlsServerName(host), ALPNProtocols: ['h2'] }, () => resolve({ socket: tls, secure: true }));
           tls.once('error', reject);
         }),
       waitForReady: () => Promise.resolve(),
