@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { TestPki } from './certs.js';
 import { terminate } from './processes.js';
 import { referenceBinDir } from './reference-bins.js';
-import { unusedServerPort } from './targets.js';
+import { unusedPort } from './targets.js';
 import { waitUntilAsync } from './wait.js';
 
 /** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
@@ -20,9 +20,9 @@ export interface GoServerPorts {
   admin: number;
 }
 
-/** Free ports for a Go proxy-server (it refuses any in the ephemeral range: unusedServerPort). */
+/** Free ports for a Go proxy-server (it refuses any in the ephemeral range: unusedPort picks below it). */
 export async function goServerPorts(uds?: string): Promise<GoServerPorts> {
-  return { server: uds ? 0 : await unusedServerPort(), agent: await unusedServerPort(), health: await unusedServerPort(), admin: await unusedServerPort() };
+  return { server: uds ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
 }
 
 /**

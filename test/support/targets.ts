@@ -97,25 +97,15 @@ export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** A loopback port nothing listens on (bound, then released): to dial for a refusal, or to bind later. */
-export function unusedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
- * A free loopback port for the Go proxy-server, which refuses any above 49151 (the ephemeral range,
- * where `unusedPort`'s bind to 0 lands once the range's lower part is busy, e.g. with TIME_WAIT
- * connections after a benchmark). Picked at random in 20000-32767, below Linux's default ephemeral
- * range so an outgoing connection does not take it before the server binds it.
+ * A free loopback port (bound, then released): to dial for a refusal, or for a server to bind later,
+ * often in another process. Picked at random in 20000-32767, below Linux's default ephemeral range
+ * (32768-60999): a port from a bind to 0 lies inside that range, where an outgoing connection of a
+ * busy test or benchmark (hundreds of connects a second) can take it before the server binds it (a
+ * bench run lost its idle section to that: EADDRINUSE on 127.0.0.1:55962), and where the Go
+ * proxy-server refuses to listen (above 49151).
  */
-export async function unusedServerPort(): Promise<number> {
+export async function unusedPort(): Promise<number> {
   for (;;) {
     const port = 20000 + Math.floor(Math.random() * 12768);
     const free = await new Promise<boolean>((resolve) => {
