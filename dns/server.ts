@@ -42,16 +42,19 @@ export class DnsServer {
 
   /** Binds both transports; rejects (instead of hanging, as dns2's listen does) when the port is taken. */
   async start(): Promise<{ address: string; port: number }> {
-    // With port 0, UDP picks the port and TCP follows; another process may hold TCP on it, so retry.
+    // With port 0, TCP picks the port and UDP follows: a TCP port chosen by UDP may be held by one of
+    // the (many, after a burst of dials) TIME_WAIT connections, which TCP's own choice skips. Another
+    // process may still hold UDP on it, so retry.
     for (let attempt = 0; ; attempt++) {
-      const batch = this.opts.batchedUdp === false ? undefined : udpBatch();
-      const udp = batch ? this.bindBatched(batch, this.opts.port) : await this.bindDgram(this.opts.port);
+      const tcp = await this.listenTcp(this.opts.port);
+      const port = (tcp.address() as net.AddressInfo).port;
       try {
-        this.tcp = await this.listenTcp(udp.port);
-        this.udp = udp;
-        return { address: this.opts.address, port: udp.port };
+        const batch = this.opts.batchedUdp === false ? undefined : udpBatch();
+        this.udp = batch ? this.bindBatched(batch, port) : await this.bindDgram(port);
+        this.tcp = tcp;
+        return { address: this.opts.address, port };
       } catch (err) {
-        await udp.close();
+        await new Promise((done) => tcp.close(done));
         if (this.opts.port !== 0 || attempt >= 5) throw err;
       }
     }

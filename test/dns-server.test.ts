@@ -21,6 +21,7 @@ import { parseRules } from '../rules/rule-set.js';
 import { encodeQuery } from '../dns/wire.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { repoRoot } from './support/processes.js';
+import { unusedPort } from './support/targets.js';
 
 const run = promisify(execFile);
 const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
@@ -177,9 +178,22 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect(msg.readUInt16BE(0)).toBe(4242);
   });
 
-  it('refuses to start on a UDP port another socket holds, batched or on dgram', async () => {
-    for (const dnsBatchedUdp of [true, false]) {
-      await expect(stack(upstream, { dnsPort: port, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+  it('refuses to start on a port another socket holds, for UDP only or both, batched or on dgram; lets go of what it bound', async () => {
+    // A port free for TCP (and below the ephemeral range, where no connection will take it meanwhile).
+    const udpPort = await unusedPort();
+    const udpOnly = dgram.createSocket('udp4');
+    await new Promise<void>((resolve, reject) => udpOnly.once('error', reject).bind(udpPort, '127.0.0.1', resolve));
+    try {
+      for (const dnsBatchedUdp of [true, false]) {
+        await expect(stack(upstream, { dnsPort: port, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+        await expect(stack(upstream, { dnsPort: udpPort, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      }
+      // The TCP listener bound before UDP's refusal is closed again: the port takes a listener.
+      const tcp = net.createServer();
+      await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(udpPort, '127.0.0.1', resolve));
+      await new Promise((resolve) => tcp.close(resolve));
+    } finally {
+      udpOnly.close();
     }
   });
 

@@ -27,9 +27,21 @@ export interface TestUpstream {
 /** On 127.0.0.1 and a free port unless `at` says where (port 53 of a loopback address plays a pod's nameserver). */
 export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: { address?: string; port?: number } = {}, attempts = 5): Promise<TestUpstream> {
   const address = at.address ?? '127.0.0.1';
+  const sockets = new Set<net.Socket>();
+  const tcp = net.createServer((socket) => serveTcp(socket));
+  // TCP picks the port and UDP follows: a TCP port chosen by UDP may be held by one of the many
+  // TIME_WAIT connections a bench leaves, which TCP's own choice skips.
+  await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(at.port ?? 0, address, resolve));
+  const port = (tcp.address() as net.AddressInfo).port;
   const udp = dgram.createSocket('udp4');
-  await new Promise<void>((resolve, reject) => udp.once('error', reject).bind(at.port ?? 0, address, resolve));
-  const port = udp.address().port;
+  try {
+    await new Promise<void>((resolve, reject) => udp.once('error', reject).bind(port, address, resolve));
+  } catch (err) {
+    // Something else holds UDP on it. Try another.
+    await new Promise((r) => tcp.close(r));
+    if (attempts <= 1 || at.port !== undefined) throw err;
+    return startTestUpstream(zone, at, attempts - 1);
+  }
   const state: TestUpstream = {
     port,
     address,
@@ -89,8 +101,7 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: 
     const out = answer(msg, true);
     if (out) udp.send(out, rinfo.port, rinfo.address);
   });
-  const sockets = new Set<net.Socket>();
-  const tcp = net.createServer((socket) => {
+  function serveTcp(socket: net.Socket): void {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     let buffered = Buffer.alloc(0);
@@ -107,14 +118,6 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: 
       }
     });
     socket.on('error', () => undefined);
-  });
-  try {
-    await new Promise<void>((resolve, reject) => tcp.once('error', reject).listen(port, address, resolve));
-  } catch (err) {
-    // UDP chose the port; something else may hold it for TCP. Try another.
-    udp.close();
-    if (attempts <= 1 || at.port !== undefined) throw err;
-    return startTestUpstream(zone, at, attempts - 1);
   }
   return state;
 }
