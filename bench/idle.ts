@@ -5,7 +5,7 @@
 // and mapped files (mostly the node binary's code: shared, reclaimable, and sized by what the kernel
 // maps around each page touched, so it moves with what else ran the binary lately).
 import { spawn } from 'node:child_process';
-import { startTestUpstream } from '../test/support/dns-upstream.js';
+import { startTestUpstream, type TestUpstream } from '../test/support/dns-upstream.js';
 import { FakeApiServer } from '../test/support/fake-apiserver.js';
 import { anpBinDir, Proc, startGoAgent, startGoHub, startOurAgent, startOurHub, type AgentProc, type TestPki } from './env.js';
 import { MiB, type Report } from './report.js';
@@ -48,11 +48,13 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
   add('bare Node (an empty script)', bareIdle, undefined);
 
   const hub = await startOurHub(pki);
-  const upstream = await startTestUpstream({ 'web.prod.svc.cluster.local': [{ type: 1, address: '10.96.0.11' }] });
-  const api = await FakeApiServer.start();
-  api.configMap('spoke', 'spoke-agent-rules', { 'rules.yaml': 'expose: [prod/web]' });
-  const dns = ['--cluster-name=cluster1', '--dns-port=0', `--dns-upstream=127.0.0.1:${upstream.port}`];
+  let upstream: TestUpstream | undefined;
+  let api: FakeApiServer | undefined;
   try {
+    upstream = await startTestUpstream({ 'web.prod.svc.cluster.local': [{ type: 1, address: '10.96.0.11' }] });
+    api = await FakeApiServer.start();
+    api.configMap('spoke', 'spoke-agent-rules', { 'rules.yaml': 'expose: [prod/web]' });
+    const dns = ['--cluster-name=cluster1', '--dns-port=0', `--dns-upstream=127.0.0.1:${upstream.port}`];
     for (const [subject, flags, target] of [
       ['ours, connected to a hub, no DNS rules', [], { text: '<= 64 MiB', limit: 64 }],
       ['ours, with rules and the DNS server', [...dns, '--expose=prod/web'], { text: '<= 72 MiB', limit: 72 }],
@@ -69,8 +71,8 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
       }
     }
   } finally {
-    await api.close();
-    await upstream.close();
+    await api?.close();
+    await upstream?.close();
     await hub.proc.stop();
   }
 
