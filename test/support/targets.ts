@@ -101,9 +101,8 @@ export function sha256(data: Buffer | string): string {
  * A free loopback port (bound, then released): to dial for a refusal, or for a server to bind later,
  * often in another process. Picked at random in 20000-32767, below Linux's default ephemeral range
  * (32768-60999): a port from a bind to 0 lies inside that range, where an outgoing connection of a
- * busy test or benchmark (hundreds of connects a second) can take it before the server binds it (a
- * bench run lost its idle section to that: EADDRINUSE on 127.0.0.1:55962), and where the Go
- * proxy-server refuses to listen (above 49151).
+ * busy test or benchmark (hundreds of connects a second) can take it before the server binds it, and
+ * where the Go proxy-server refuses to listen (above 49151).
  */
 export async function unusedPort(): Promise<number> {
   for (;;) {
