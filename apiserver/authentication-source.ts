@@ -1,9 +1,10 @@
 // The authentication configuration the API server publishes in kube-system/extension-apiserver-
 // authentication, read once at start (unreadable is a start-up error that names the missing RBAC)
 // and then followed with a watch, so a rotated front-proxy CA or client CA applies without a restart.
-import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import type { KubeApiClient } from '../kube/api-client.js';
 import { kubeMetrics } from '../kube/metrics.js';
-import { configMapSpec, describeApiError, ResilientWatch, statusOf } from '../kube/watch.js';
+import { configMapSpec, describeApiError, listOf, ResilientWatch, statusOf } from '../kube/watch.js';
 import type { Logger } from '../observability/log.js';
 import type { Registry } from 'prom-client';
 import { authenticationConfigMap, parseAuthenticationConfig, type AuthenticationConfig } from './authentication.js';
@@ -12,7 +13,7 @@ const ref = `${authenticationConfigMap.namespace}/${authenticationConfigMap.name
 const rbacHint = `bind the Role ${authenticationConfigMap.namespace}/extension-apiserver-authentication-reader to the agent's ServiceAccount with a RoleBinding in ${authenticationConfigMap.namespace} (manifests/dns-api has it)`;
 
 export interface AuthenticationSourceOptions {
-  kubeConfig: KubeConfig;
+  client: KubeApiClient;
   log: Logger;
   registry: Registry;
   resyncMs: number;
@@ -42,7 +43,7 @@ export class AuthenticationSource {
   static async load(opts: AuthenticationSourceOptions): Promise<AuthenticationSource> {
     let items: V1ConfigMap[];
     try {
-      items = (await specFor(opts.kubeConfig).list()).items;
+      items = (await listOf<V1ConfigMap>(opts.client, spec)).items;
     } catch (err) {
       const code = statusOf(err);
       if (code === 401 || code === 403) throw new Error(`--api-server-port: cannot read the ConfigMap ${ref} (HTTP ${code}): ${rbacHint}`);
@@ -55,12 +56,12 @@ export class AuthenticationSource {
   /** Follows changes; `onChange` gets each new configuration. */
   start(onChange: (config: AuthenticationConfig) => void): void {
     this.watch = new ResilientWatch<V1ConfigMap>({
-      kubeConfig: this.opts.kubeConfig,
+      client: this.opts.client,
       log: this.opts.log,
       metrics: kubeMetrics(this.opts.registry),
       resyncMs: this.opts.resyncMs,
       backoff: this.opts.backoff,
-      spec: specFor(this.opts.kubeConfig),
+      spec,
       onList: (items) => {
         // A deleted ConfigMap is a moment in a re-creation: keep trusting what was last published.
         if (items.length === 0) return void this.opts.log.warn({ configmap: ref }, 'authentication ConfigMap deleted; keeping the last configuration');
@@ -80,9 +81,7 @@ export class AuthenticationSource {
   }
 }
 
-function specFor(kubeConfig: KubeConfig) {
-  return configMapSpec(kubeConfig.makeApiClient(CoreV1Api), 'authentication-configmap', authenticationConfigMap);
-}
+const spec = configMapSpec('authentication-configmap', authenticationConfigMap);
 
 function configFrom(cm: V1ConfigMap, log: Logger): AuthenticationConfig {
   const { config, problems } = parseAuthenticationConfig(cm.data);

@@ -1,10 +1,9 @@
 // What the agent command calls with --api-server-port: the authentication configuration from the
 // spoke's API server (read, then followed), the reviewer for tokens and access, and the TLS server.
-// Loaded only then: it brings @kubernetes/client-node.
-import type { KubeConfig } from '@kubernetes/client-node';
+// Loaded only then: it brings the Kubernetes client (kube/api-client.ts).
 import type { Registry } from 'prom-client';
 import type { Resolver } from '../dns/resolver.js';
-import { loadKubeConfig } from '../kube/config.js';
+import type { KubeApiClient } from '../kube/api-client.js';
 import { apiReviewer } from '../kube/delegated-auth.js';
 import type { KubeOptions } from '../kube/options.js';
 import type { Logger } from '../observability/log.js';
@@ -19,17 +18,16 @@ export interface StartApiServerOptions {
   holder: RuleHolder;
   log: Logger;
   registry: Registry;
-  /** Default: from --kubeconfig or the pod's service account. */
-  kubeConfig?: KubeConfig;
-  env?: NodeJS.ProcessEnv;
+  /** From --kubeconfig or the pod's service account (kube/config.ts kubeApiClient); undefined when neither is there. */
+  client: KubeApiClient | undefined;
 }
 
 /** Starts serving; throws a message for the operator when it cannot. Returns the port and the stop function. */
 export async function startApiServer(o: StartApiServerOptions): Promise<{ port: number; close: () => Promise<void> }> {
-  const kc = o.kubeConfig ?? loadKubeConfig(o.options.kubeconfig, o.env);
-  if (!kc) throw new Error('--api-server-port needs --kubeconfig, or running in a pod with a service account');
+  const { client } = o;
+  if (!client) throw new Error('--api-server-port needs --kubeconfig, or running in a pod with a service account');
   const log = o.log.child({ component: 'api' });
-  const source = await AuthenticationSource.load({ kubeConfig: kc, log, registry: o.registry, resyncMs: o.options.kubeResync });
+  const source = await AuthenticationSource.load({ client, log, registry: o.registry, resyncMs: o.options.kubeResync });
   let server: ApiServer;
   try {
     server = new ApiServer({
@@ -38,7 +36,7 @@ export async function startApiServer(o: StartApiServerOptions): Promise<{ port: 
       certFile: o.options.apiTlsCertFile,
       keyFile: o.options.apiTlsPrivateKeyFile,
       authentication: source.current,
-      reviewer: apiReviewer(kc),
+      reviewer: apiReviewer(client),
       routes: { resolver: o.resolver, holder: o.holder },
       log,
       registry: o.registry,

@@ -130,11 +130,13 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
   const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers, memoryLimit });
 
-  // Loaded only when needed: @kubernetes/client-node alone adds ~60 MiB of RSS.
-  const kube = usesKubeApi(o) ? await import('../kube/sources.js') : undefined;
+  // Loaded only when needed: the Kubernetes client (kube/api-client.ts), one for every use of the API.
+  const kube = usesKubeApi(o) || servesApi(o) ? await import('../kube/sources.js') : undefined;
   let guards;
+  let client;
   try {
-    guards = kube ? kube.authGuards({ kube: o, log, registry }) : {};
+    client = kube && (await kube.kubeApiClient(o.kubeconfig));
+    guards = kube ? kube.authGuards({ kube: o, log, registry, client }) : {};
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -169,7 +171,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (servesApi(o) && holder && dns) {
     // kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does.
     const { startApiServer } = await import('../apiserver/setup.js');
-    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry }).catch((err: Error) => {
+    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry, client }).catch((err: Error) => {
       throw new UsageError(err.message);
     });
     cleanups.push(() => api.close());
@@ -178,7 +180,7 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (holder) {
     cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
     try {
-      if (kube) cleanups.push(kube.startKubeSources({ kube: o, rules: o, holder, log, registry }));
+      if (kube) cleanups.push(kube.startKubeSources({ kube: o, rules: o, holder, log, registry, client }));
     } catch (err) {
       throw new UsageError((err as Error).message);
     }

@@ -8,6 +8,7 @@ import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { deferClientNodeExtras, httpWithoutUndici } from './bundle-plugins.js';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const dist = join(repoRoot, 'dist');
@@ -32,6 +33,7 @@ await build({
   external: ['*.node'],
   // The CommonJS dependencies (grpc-js, pino, prom-client) call require() for Node's modules.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  plugins: [deferClientNodeExtras(join(repoRoot, 'kube/deferred-modules.ts')), httpWithoutUndici()],
   logLevel: 'warning',
 });
 cpSync(join(repoRoot, 'proto'), join(dist, 'proto'), { recursive: true, filter: (f) => !f.endsWith('.ts') });

@@ -4,7 +4,8 @@
 // costs two reviews per cache period, not two per request. API errors are not cached.
 import { createHash } from 'node:crypto';
 import type http from 'node:http';
-import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { V1SubjectAccessReview, V1TokenReview } from '@kubernetes/client-node';
+import type { KubeApiClient } from './api-client.js';
 import type { Guard } from '../observability/health-server.js';
 import type { Logger } from '../observability/log.js';
 import type { KubeMetrics } from './metrics.js';
@@ -31,7 +32,7 @@ export function forbiddenMessage(username: string, a: AccessAttributes, reason: 
   return `${object} is forbidden: User "${username}" cannot ${a.verb} resource "${resource}" in API group "${a.group}" at the cluster scope${why}`;
 }
 
-/** The two questions put to the API server; an implementation over client-node is `apiReviewer`. */
+/** The two questions put to the API server; `apiReviewer` asks them. */
 export interface Reviewer {
   /** The token's user, or undefined when the API server does not accept the token. */
   authenticate(token: string): Promise<UserInfo | undefined>;
@@ -39,25 +40,23 @@ export interface Reviewer {
   authorize(user: UserInfo, attributes: AccessAttributes): Promise<{ allowed: boolean; reason?: string }>;
 }
 
-export function apiReviewer(kc: KubeConfig): Reviewer {
-  const authn = kc.makeApiClient(AuthenticationV1Api);
-  const authz = kc.makeApiClient(AuthorizationV1Api);
+export function apiReviewer(client: KubeApiClient): Reviewer {
   return {
     async authenticate(token) {
-      const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
+      const body: V1TokenReview = { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } };
+      const review = await client.post<V1TokenReview>('/apis/authentication.k8s.io/v1/tokenreviews', body);
       const user = review.status?.user;
       if (!review.status?.authenticated || !user?.username) return undefined;
       return { username: user.username, uid: user.uid, groups: user.groups, extra: user.extra };
     },
     async authorize(user, attributes) {
       const target = 'path' in attributes ? { nonResourceAttributes: attributes } : { resourceAttributes: attributes };
-      const review = await authz.createSubjectAccessReview({
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SubjectAccessReview',
-          spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, ...target },
-        },
-      });
+      const body: V1SubjectAccessReview = {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, ...target },
+      };
+      const review = await client.post<V1SubjectAccessReview>('/apis/authorization.k8s.io/v1/subjectaccessreviews', body);
       return { allowed: review.status?.allowed === true, reason: review.status?.reason };
     },
   };

@@ -193,3 +193,15 @@ describe('delegated auth guard', () => {
     }
   });
 });
+
+describe('the kubeconfig', () => {
+  it('names the deferred modules a kubeconfig needs: a proxy, an auth provider; none in a pod', async () => {
+    const { optionalModules } = await import('./config.js');
+    const none = { clusters: [{ name: 'c', server: 'https://10.96.0.1', skipTLSVerify: false }], users: [{ name: 'u', authProvider: { name: 'tokenFile', config: { tokenFile: '/t' } } }] };
+    expect(optionalModules(none)).toEqual([]);
+    const proxied = { ...none, clusters: [{ ...none.clusters[0]!, proxyUrl: 'http://proxy:3128' }] };
+    expect(optionalModules(proxied).sort()).toEqual(['hpagent', 'socks-proxy-agent']);
+    const oidc = { ...none, users: [{ name: 'u', authProvider: { name: 'oidc', config: {} } }, { name: 'g', authProvider: { name: 'gcp', config: {} } }] };
+    expect(optionalModules(oidc).sort()).toEqual(['jsonpath-plus', 'openid-client']);
+  });
+});

@@ -17,7 +17,7 @@ export class KubeMetrics {
   constructor(registry: Registry) {
     const registers = [registry];
     this.watchErrors = new Counter({ name: 'spoke_agent_kube_watch_errors_total', help: 'List or watch failures against the API server, by resource; each restarts the watch with backoff.', labelNames: ['resource'], registers });
-    this.watchRestarts = new Counter({ name: 'spoke_agent_kube_watch_restarts_total', help: 'Watches started over with a fresh list, by resource and reason (error, resync: the periodic watchdog relist).', labelNames: ['resource', 'reason'], registers });
+    this.watchRestarts = new Counter({ name: 'spoke_agent_kube_watch_restarts_total', help: 'Watches started over with a fresh list, by resource and reason (error; resync: the periodic watchdog relist; expired: the server had compacted the version watched from, 410 Gone).', labelNames: ['resource', 'reason'], registers });
     this.watchSynced = new Gauge({ name: 'spoke_agent_kube_watch_synced', help: '1 when the watch of the resource has listed and is watching, 0 while it is failing (the last known objects stay in force).', labelNames: ['resource'], registers });
     this.lastEvent = new Gauge({ name: 'spoke_agent_kube_last_event_timestamp_seconds', help: 'When the watch of the resource last listed or received an event (Unix seconds).', labelNames: ['resource'], registers });
     this.ruleUpdates = new Counter({ name: 'spoke_agent_kube_rule_updates_total', help: 'Rule recomputations after a ConfigMap or Service change, by result (applied, unchanged, rejected: the last good rules stay).', labelNames: ['result'], registers });

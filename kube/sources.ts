@@ -1,19 +1,21 @@
 // What the agent command calls: start the watches that feed the rules (the rules ConfigMap, and with
 // --auto-expose the Services and the selected namespaces), and build the /debug and /metrics guards.
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Namespace, type V1Service } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Namespace, V1Service } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { Guard } from '../observability/health-server.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleFlagValues } from '../rules/options.js';
-import { loadKubeConfig } from './config.js';
+import type { KubeApiClient } from './api-client.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { configMapSpec, ResilientWatch } from './watch.js';
+
+export { kubeApiClient } from './config.js';
 
 export interface KubeSourcesOptions {
   kube: KubeOptions;
@@ -21,8 +23,8 @@ export interface KubeSourcesOptions {
   holder: RuleHolder;
   log: Logger;
   registry: Registry;
-  /** Default: from --kubeconfig or the pod's service account. */
-  kubeConfig?: KubeConfig;
+  /** From --kubeconfig or the pod's service account (kube/config.ts kubeApiClient); undefined when neither is there. */
+  client: KubeApiClient | undefined;
   /** Watch restart backoff; tests shorten it. */
   backoff?: { initialMs: number; capMs: number };
   readFile?: (path: string) => string;
@@ -41,8 +43,8 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (!wantsKubeSources(o.kube)) return () => {};
   const flags = o.kube.rulesConfigmap !== '' ? '--rules-configmap' : '--auto-expose';
   if (o.rules.clusterName === '') throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
-  const kc = o.kubeConfig ?? loadKubeConfig(o.kube.kubeconfig);
-  if (!kc) throw new Error(`${flags} needs --kubeconfig, or running in a pod with a service account`);
+  const { client } = o;
+  if (!client) throw new Error(`${flags} needs --kubeconfig, or running in a pod with a service account`);
   const metrics = kubeMetrics(o.registry);
   const log = o.log.child({ component: 'kube' });
   const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
@@ -56,20 +58,19 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
     log,
     metrics,
   });
-  const core = kc.makeApiClient(CoreV1Api);
-  const common = { kubeConfig: kc, log, metrics, resyncMs: o.kube.kubeResync, backoff: o.backoff };
+  const common = { client, log, metrics, resyncMs: o.kube.kubeResync, backoff: o.backoff };
   const watches: Array<ResilientWatch<V1ConfigMap> | ResilientWatch<V1Service> | ResilientWatch<V1Namespace>> = [];
 
   if (o.kube.rulesConfigmap !== '') {
     const ref = parseObjectRef(o.kube.rulesConfigmap);
     if (typeof ref === 'string') throw new Error(`--rules-configmap: ${ref}`);
-    watches.push(new ResilientWatch<V1ConfigMap>({ ...common, spec: configMapSpec(core, 'configmap', ref), onList: (items) => source.setConfigMap(items) }));
+    watches.push(new ResilientWatch<V1ConfigMap>({ ...common, spec: configMapSpec('configmap', ref), onList: (items) => source.setConfigMap(items) }));
   }
   if (o.kube.autoExpose) {
     watches.push(
       new ResilientWatch<V1Service>({
         ...common,
-        spec: { resource: 'services', path: '/api/v1/services', list: () => core.listServiceForAllNamespaces() },
+        spec: { resource: 'services', path: '/api/v1/services' },
         onList: (items) => source.setServices(items),
       }),
     );
@@ -78,7 +79,7 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
       watches.push(
         new ResilientWatch<V1Namespace>({
           ...common,
-          spec: { resource: 'namespaces', path: '/api/v1/namespaces', labelSelector, list: () => core.listNamespace({ labelSelector }) },
+          spec: { resource: 'namespaces', path: '/api/v1/namespaces', labelSelector },
           onList: (items) => source.setNamespaces(items),
         }),
       );
@@ -99,12 +100,12 @@ export interface Guards {
 }
 
 /** The guards --debug-auth and --metrics-auth ask for. Throws when auth is required but there is no API server. */
-export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Registry; kubeConfig?: KubeConfig; env?: NodeJS.ProcessEnv }): Guards {
+export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Registry; client: KubeApiClient | undefined; env?: NodeJS.ProcessEnv }): Guards {
   const debugOn = o.kube.debugAuth === 'true' || (o.kube.debugAuth === 'auto' && inCluster(o.env));
   if (!debugOn && !o.kube.metricsAuth) return {};
-  const kc = o.kubeConfig ?? loadKubeConfig(o.kube.kubeconfig, o.env);
-  if (!kc) throw new Error(`${debugOn ? '--debug-auth=true' : '--metrics-auth'} needs --kubeconfig, or running in a pod with a service account`);
-  const reviewer = apiReviewer(kc);
+  const { client } = o;
+  if (!client) throw new Error(`${debugOn ? '--debug-auth=true' : '--metrics-auth'} needs --kubeconfig, or running in a pod with a service account`);
+  const reviewer = apiReviewer(client);
   const common = { reviewer, log: o.log.child({ component: 'delegated-auth' }), metrics: kubeMetrics(o.registry) };
   return {
     debug: debugOn ? delegatedAuthGuard({ ...common, path: o.kube.debugAuthPath }) : undefined,

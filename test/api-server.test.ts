@@ -10,7 +10,7 @@ import { parseAuthenticationConfig } from '../apiserver/authentication.js';
 import { ApiServer } from '../apiserver/server.js';
 import { startApiServer } from '../apiserver/setup.js';
 import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
-import { loadKubeConfig } from '../kube/config.js';
+import { kubeApiClient } from '../kube/config.js';
 import { createLogger } from '../observability/log.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
@@ -51,8 +51,8 @@ beforeAll(async () => {
   const resolutions = 'get resolutions.dns.spoke-agent.io';
   for (const allowed of [`alice ${resolutions}`, `carol ${resolutions}`, 'group:ops list rules.dns.spoke-agent.io', `group:system:authenticated get ${base}`]) api.allowed.add(allowed);
   dnsStack = await startExplainedDns(log);
-  const kubeConfig = loadKubeConfig(api.kubeconfigPath)!;
-  server = await startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig });
+  const client = await kubeApiClient(api.kubeconfigPath);
+  server = await startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), client });
 });
 
 afterAll(async () => {
@@ -169,12 +169,12 @@ describe('dns.spoke-agent.io on its own port', () => {
 
   it('refuses to start when the ConfigMap is unreadable, naming the RBAC that is missing', async () => {
     api.failNext(1, 403, (path) => path.includes('/namespaces/kube-system/configmaps'));
-    const attempt = startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(api.kubeconfigPath)! });
+    const attempt = startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), client: await kubeApiClient(api.kubeconfigPath) });
     await expect(attempt).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication \(HTTP 403\): bind the Role kube-system\/extension-apiserver-authentication-reader/);
     // An API server that is not there: the cause is in the message.
     const gone = await FakeApiServer.start();
     await gone.close();
-    const unreachable = startApiServer({ options: options(gone.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), kubeConfig: loadKubeConfig(gone.kubeconfigPath)! });
+    const unreachable = startApiServer({ options: options(gone.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), client: await kubeApiClient(gone.kubeconfigPath) });
     await expect(unreachable).rejects.toThrow(/cannot read the ConfigMap kube-system\/extension-apiserver-authentication: .*ECONNREFUSED/);
   });
 

@@ -24,6 +24,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { parseFlags } from '../flags/flags.js';
 import { defaultRulesConfigmap, kubeFlags } from '../kube/options.js';
 import { startKubeSources } from '../kube/sources.js';
+import { kubeApiClient } from '../kube/config.js';
 import { RuleHolder } from '../rules/holder.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
@@ -317,7 +318,7 @@ describe('the rules ConfigMap with no flag', () => {
     if (!initial.ok) throw new Error(initial.errors.join());
     const holder = new RuleHolder(initial.value);
     const { values } = parseFlags(kubeFlags, [`--kubeconfig=${fake.kubeconfigPath}`, '--rules-configmap=ns/spoke-agent-rules']);
-    const stop = startKubeSources({ kube: values, rules, holder, log, registry: new Registry(), backoff: { initialMs: 20, capMs: 50 } });
+    const stop = startKubeSources({ kube: values, rules, holder, log, registry: new Registry(), client: await kubeApiClient(fake.kubeconfigPath), backoff: { initialMs: 20, capMs: 50 } });
     try {
       await waitUntil(() => fake.requests.filter((r) => r.startsWith(`GET ${path}`)).length >= 5, 10_000, 'five refused lists');
       const warnings = lines.filter((l) => l.level >= 40);

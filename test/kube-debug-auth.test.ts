@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseFlags } from '../flags/flags.js';
 import { kubeFlags } from '../kube/options.js';
 import { authGuards } from '../kube/sources.js';
+import { kubeApiClient } from '../kube/config.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
@@ -23,7 +24,7 @@ beforeAll(async () => {
   api.allowed.add('system:serviceaccount:monitoring:prometheus get /metrics');
   const registry = new Registry();
   const { values } = parseFlags(kubeFlags, [`--kubeconfig=${api.kubeconfigPath}`, '--debug-auth=true', '--metrics-auth']);
-  const guards = authGuards({ kube: values, log, registry, env: {} });
+  const guards = authGuards({ kube: values, log, registry, client: await kubeApiClient(api.kubeconfigPath), env: {} });
   health = new HealthServer({ host: '127.0.0.1', port: 0, registry, log });
   health.addRoute('/debug/rules', (_req, res) => void res.writeHead(200).end('rules'), guards.debug);
   if (guards.metrics) health.protectMetrics(guards.metrics);
@@ -69,8 +70,8 @@ describe('delegated authentication of /debug and /metrics', () => {
 
   it('is off with --debug-auth=auto outside a cluster, and refuses to start when asked for without an API server', () => {
     const auto = parseFlags(kubeFlags, []).values;
-    expect(authGuards({ kube: auto, log, registry: new Registry(), env: {} })).toEqual({});
+    expect(authGuards({ kube: auto, log, registry: new Registry(), client: undefined, env: {} })).toEqual({});
     const forced = parseFlags(kubeFlags, ['--debug-auth=true']).values;
-    expect(() => authGuards({ kube: forced, log, registry: new Registry(), env: {} })).toThrow(/--debug-auth=true needs --kubeconfig/);
+    expect(() => authGuards({ kube: forced, log, registry: new Registry(), client: undefined, env: {} })).toThrow(/--debug-auth=true needs --kubeconfig/);
   });
 });

@@ -12,6 +12,7 @@ import { startDns, type DnsStack } from '../dns/setup.js';
 import { kubeFlags } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { startKubeSources } from '../kube/sources.js';
+import { kubeApiClient } from '../kube/config.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
@@ -59,7 +60,7 @@ beforeAll(async () => {
     '--auto-expose',
     '--auto-expose-namespace-selector=expose=yes',
   ]);
-  stops.push(startKubeSources({ kube: values, rules: ruleValues, holder, log, registry, backoff: { initialMs: 100, capMs: 400 } }));
+  stops.push(startKubeSources({ kube: values, rules: ruleValues, holder, log, registry, client: await kubeApiClient(api.kubeconfigPath), backoff: { initialMs: 100, capMs: 400 } }));
 });
 
 afterAll(async () => {
