@@ -35,6 +35,8 @@ class Storage<B extends Backend> {
   /** The keys again, as an array to start a random pick from. */
   private keys: string[] = [];
 
+  constructor(private readonly onFirstRemoved?: (key: string) => void) {}
+
   add(key: string, backend: B): void {
     const list = this.byKey.get(key);
     if (!list) {
@@ -46,8 +48,11 @@ class Storage<B extends Backend> {
   }
 
   remove(key: string, backend: B): void {
-    const list = this.byKey.get(key)?.filter((b) => b !== backend);
-    if (!list) return;
+    const before = this.byKey.get(key);
+    const list = before?.filter((b) => b !== backend);
+    if (!before || !list) return;
+    // Go logs "This should not happen. Removed connection that is not the first connection" here.
+    if (before[0] === backend && list.length > 0) this.onFirstRemoved?.(key);
     if (list.length > 0) {
       this.byKey.set(key, list);
       return;
@@ -92,8 +97,8 @@ interface Manager<B extends Backend> {
 }
 
 /** `default`: a random agent among all, keyed by agentID. */
-function defaultManager<B extends Backend>(random: () => number): Manager<B> {
-  const s = new Storage<B>();
+function defaultManager<B extends Backend>(random: () => number, onFirstRemoved?: (key: string) => void): Manager<B> {
+  const s = new Storage<B>(onFirstRemoved);
   return {
     add: (b) => s.add(b.agentID, b),
     remove: (b) => s.remove(b.agentID, b),
@@ -105,8 +110,8 @@ function defaultManager<B extends Backend>(random: () => number): Manager<B> {
 }
 
 /** `defaultRoute`: like default, among agents that advertise `default-route=true` only. */
-function defaultRouteManager<B extends Backend>(random: () => number): Manager<B> {
-  const s = new Storage<B>();
+function defaultRouteManager<B extends Backend>(random: () => number, onFirstRemoved?: (key: string) => void): Manager<B> {
+  const s = new Storage<B>(onFirstRemoved);
   return {
     add: (b) => b.identifiers.defaultRoute && s.add(b.agentID, b),
     remove: (b) => b.identifiers.defaultRoute && s.remove(b.agentID, b),
@@ -118,8 +123,8 @@ function defaultRouteManager<B extends Backend>(random: () => number): Manager<B
 }
 
 /** `destHost`: exact, case-sensitive match of the dial host against ipv4, ipv6 and host identifiers. */
-function destHostManager<B extends Backend>(): Manager<B> {
-  const s = new Storage<B>();
+function destHostManager<B extends Backend>(onFirstRemoved?: (key: string) => void): Manager<B> {
+  const s = new Storage<B>(onFirstRemoved);
   const keysOf = (b: B) => [...b.identifiers.ipv4, ...b.identifiers.ipv6, ...b.identifiers.host];
   return {
     add: (b) => keysOf(b).forEach((k) => s.add(k, b)),
@@ -135,15 +140,20 @@ function destHostManager<B extends Backend>(): Manager<B> {
 export class Backends<B extends Backend> {
   private readonly managers: Manager<B>[];
 
-  constructor(strategies: readonly ProxyStrategy[], random: () => number = Math.random) {
+  /**
+   * `onFirstRemoved`: a key's first stream was removed while later ones remain, which the Go server
+   * logs as "This should not happen. Removed connection that is not the first connection": its
+   * storage expects an agent to close its later streams first.
+   */
+  constructor(strategies: readonly ProxyStrategy[], random: () => number = Math.random, onFirstRemoved?: (key: string) => void) {
     this.managers = strategies.map((strategy) => {
       switch (strategy) {
         case 'default':
-          return defaultManager<B>(random);
+          return defaultManager<B>(random, onFirstRemoved);
         case 'destHost':
-          return destHostManager<B>();
+          return destHostManager<B>(onFirstRemoved);
         case 'defaultRoute':
-          return defaultRouteManager<B>(random);
+          return defaultRouteManager<B>(random, onFirstRemoved);
       }
     });
   }

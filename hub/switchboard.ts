@@ -55,6 +55,11 @@ export interface HubCounters {
   unknownConnectID: number;
   /** Packets a frontend sent after its stream stopped being served. */
   discardedPackets: number;
+  /**
+   * A key's (agentID's or identifier's) first stream removed while later ones remained: what the Go
+   * server logs as "This should not happen. Removed connection that is not the first connection".
+   */
+  firstStreamRemovedBeforeOthers: number;
 }
 
 export interface AgentInfo {
@@ -98,6 +103,7 @@ export class Switchboard {
     malformedPackets: 0,
     unknownConnectID: 0,
     discardedPackets: 0,
+    firstStreamRemovedBeforeOthers: 0,
   };
 
   readonly events = new EventEmitter<SwitchboardEvents>();
@@ -107,7 +113,10 @@ export class Switchboard {
     private readonly log: Logger,
     random?: () => number,
   ) {
-    this.backends = new Backends(strategies, random);
+    this.backends = new Backends(strategies, random, (key) => {
+      this.counters.firstStreamRemovedBeforeOthers++;
+      this.log.debug({ key }, 'removed the first stream of a key while later ones remain (the Go server logs "This should not happen. Removed connection that is not the first connection")');
+    });
   }
 
   listAgents(): AgentInfo[] {
