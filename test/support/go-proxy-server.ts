@@ -1,16 +1,50 @@
 // The Go proxy-server of kubernetes-sigs/apiserver-network-proxy as a child process on 127.0.0.1, for
-// the tests that meet it (interop-go, cluster-proxy). The binaries are built outside the repository:
-// ANP_BIN_DIR, else ~/.cache/spoke-agent/anp (see anpBinDir).
+// the tests that meet it (interop-go, cluster-proxy, leases). The binaries are built outside the
+// repository, one folder per release: release-0.30 in ANP_BIN_DIR, else ~/.cache/spoke-agent/anp;
+// v0.36.0 (what cluster-proxy v0.11 pins) in ANP_V036_BIN_DIR, else ~/.cache/spoke-agent/anp-v0.36.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import type { TestPki } from './certs.js';
 import { terminate } from './processes.js';
-import { referenceBinDir } from './reference-bins.js';
+import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
 import { waitUntilAsync } from './wait.js';
 
-/** The folder holding the ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
+/** The folder holding the release-0.30 ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
 export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined => referenceBinDir('ANP_BIN_DIR', 'anp', names);
+
+export interface AnpRelease {
+  name: 'release-0.30' | 'v0.36.0';
+  dir: string;
+  /**
+   * v0.31 and later: the server reads DRAIN (marks the backend draining, routes around it), exports
+   * ready_backends{proxy_strategy}, answers an HTTP CONNECT it cannot route with 500 (0.30 has
+   * already sent 200 and closes), and keeps Leases (--enable-lease-controller).
+   */
+  modern: boolean;
+}
+
+const releases = [
+  { name: 'release-0.30', envVar: 'ANP_BIN_DIR', kind: 'anp', modern: false },
+  { name: 'v0.36.0', envVar: 'ANP_V036_BIN_DIR', kind: 'anp-v0.36', modern: true },
+] as const;
+
+/** The ANP releases whose binaries `names` are found, and a note for each that is not. */
+export function anpReleases(names: readonly string[] = ['proxy-server']): { found: AnpRelease[]; missing: string[] } {
+  const found: AnpRelease[] = [];
+  const missing: string[] = [];
+  for (const r of releases) {
+    const dir = referenceBinDir(r.envVar, r.kind, names);
+    if (dir) found.push({ name: r.name, dir, modern: r.modern });
+    else missing.push(`${r.name}: ${missingBinariesNote(r.envVar, r.kind, names)}`);
+  }
+  return { found, missing };
+}
+
+/** The newest release found (cluster-proxy's v0.36.0 first), or undefined. */
+export function newestAnpRelease(names: readonly string[] = ['proxy-server']): AnpRelease | undefined {
+  return anpReleases(names).found.at(-1);
+}
 
 export interface GoServerPorts {
   /** The frontend's TLS port; 0 when it serves a Unix socket instead. */
@@ -55,9 +89,10 @@ export class GoServer {
     return new GoServer(binDir, mode, strategies, serverID, await goServerPorts(opts.uds), opts.uds);
   }
 
-  async start(pki: TestPki): Promise<void> {
+  /** `extraArgs` after ours, e.g. --server-count, --enable-lease-controller and --kubeconfig. */
+  async start(pki: TestPki, extraArgs: readonly string[] = []): Promise<void> {
     const { ports } = this;
-    const args = [...goServerFlags(pki, this.mode, this.strategies, ports, this.uds), '--server-count=1', `--server-id=${this.serverID}`, '-v=5'];
+    const args = [...goServerFlags(pki, this.mode, this.strategies, ports, this.uds), '--server-count=1', `--server-id=${this.serverID}`, '-v=5', ...extraArgs];
     const proc = spawn(join(this.binDir, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
     const collect = (b: Buffer) => (this.log += b.toString());
