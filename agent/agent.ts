@@ -18,8 +18,8 @@ export interface AgentDeps {
   resolve?: HostResolver;
   /** Refuses dial addresses before any connection attempt. */
   authorize?: DialAuthorizer;
-  /** Identifiers to register on top of --agent-identifiers (e.g. derived from the DNS rules). */
-  identifiers?: string;
+  /** The agent's own identifiers (default --agent-identifiers) and the rule names (rules/identifiers.ts). */
+  identifiers?: { own: string; groups: readonly string[] };
   /** The container's memory limit in bytes, when there is one: the default --max-total-buffer derives from it. */
   memoryLimit?: number;
 }
@@ -40,10 +40,11 @@ export class Agent {
       targets,
       credentials: options,
       agentID: this.agentID,
-      identifiers: deps.identifiers ?? options.agentIdentifiers,
+      identifiers: deps.identifiers?.own ?? options.agentIdentifiers,
+      groups: deps.identifiers?.groups,
+      serverCount: { countLeases: options.countServerLeases, source: options.serverCountSource === 'max' ? 'max' : 'default' },
       syncIntervalMs: options.syncInterval,
       syncIntervalCapMs: options.syncIntervalCap,
-      probeIntervalMs: options.probeInterval,
       syncForever: options.syncForever,
       keepaliveMs: options.keepaliveTime,
       drainTimeoutMs: options.drainTimeout,

@@ -1,13 +1,19 @@
-// The set of server streams (the Go agent's clientset.go): one per distinct serverID behind each
-// configured proxy-server address, kept up by a sync loop with backoff, and replaced gracefully
-// when what a stream was opened with (identifiers, TLS material) changes.
+// The set of server connections (the Go agent's clientset.go): one per distinct serverID behind each
+// configured proxy-server address, as many as the server count asks (agent/server-count.ts), kept up
+// by a sync loop with backoff, and replaced gracefully when the TLS material they were opened with
+// changes. Rule names come and go as streams on the connections (server-connection.ts).
+// The loop waits on events, not a clock: a connection lost, a new server count (a header, the
+// Leases), the TLS files changed (credential-watch.ts), new rule names. An agent that holds every
+// server does nothing until one of them happens; the Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
 import { splitHostPort } from './address.js';
 import { Backoff } from './backoff.js';
-import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { BufferBudget } from './buffer-budget.js';
+import { watchCredentialFolders, type CredentialWatch } from './credential-watch.js';
+import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
 import { ServerConnection } from './server-connection.js';
+import { ServerCount, type ServerCountOptions } from './server-count.js';
 import type { Dial } from './tunnel.js';
 
 export interface ClientSetOptions {
@@ -15,13 +21,18 @@ export interface ClientSetOptions {
   targets: string[];
   credentials: CredentialFiles;
   agentID: string;
+  /** The agent's own identifiers, on the first stream of every connection. */
   identifiers: string;
+  /** Rule names, a stream per group (rules/identifiers.ts ruleIdentifierGroups). */
+  groups?: readonly string[];
+  serverCount: ServerCountOptions;
   syncIntervalMs: number;
   syncIntervalCapMs: number;
-  probeIntervalMs: number;
   syncForever: boolean;
   keepaliveMs: number;
   drainTimeoutMs: number;
+  /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
+  quietMs?: number;
   dial: Dial;
   maxBuffer: number;
   budget: BufferBudget;
@@ -36,31 +47,33 @@ function hostOf(target: string): string {
   return typeof hp === 'string' ? target : hp.host;
 }
 
-interface Stream {
+interface Held {
   conn: ServerConnection;
   target: string;
-  /** What the stream was opened with; a stream whose generation is stale is replaced. */
+  /** The TLS material it was opened with; a connection whose generation is stale is replaced. */
   generation: string;
 }
 
 export class ClientSet {
-  private readonly streams = new Set<Stream>();
+  private readonly held = new Set<Held>();
   private readonly backoff: Backoff;
   private readonly random: () => number;
   private readonly tlsFingerprint: TlsFingerprint;
-  private identifiers: string;
+  private readonly count: ServerCount;
+  private groups: readonly string[];
   private generation: string;
-  private serverCount = 1;
   private nextTarget = 0;
   private duplicates = 0;
   // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
-  // while old and new streams overlap during a re-registration, per-stream counters would collide.
+  // every stream of every connection draws from one counter.
   private nextConnectID = 1;
   private draining = false;
   private stopped = false;
   private syncTimer?: NodeJS.Timeout;
-  private probeTimer?: NodeJS.Timeout;
   private wake?: () => void;
+  /** Something happened since the loop last looked (a wake-up that found it busy is not lost). */
+  private dirty = false;
+  private credentialWatch?: CredentialWatch;
 
   constructor(private readonly opts: ClientSetOptions) {
     this.random = opts.random ?? Math.random;
@@ -68,21 +81,23 @@ export class ClientSet {
     // restarted server is back sooner than the Go agent's next 1 s tick would find it, and past
     // the first interval a server that stays down is retried as the Go agent would (x1.5 to the cap).
     this.backoff = new Backoff({ initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, firstMs: opts.syncIntervalMs / 8 }, this.random);
-    this.identifiers = opts.identifiers;
+    this.groups = opts.groups ?? [];
     this.tlsFingerprint = new TlsFingerprint(opts.credentials);
+    this.count = new ServerCount(opts.serverCount);
     this.generation = this.currentGeneration();
+    opts.metrics.knownServerCount.set(this.count.value);
   }
 
   start(): void {
+    const { caCert, agentCert, agentKey } = this.opts.credentials;
+    this.credentialWatch = watchCredentialFolders([caCert, agentCert, agentKey], () => this.poke());
     void this.syncLoop();
-    this.probeTimer = setInterval(() => this.probe(), this.opts.probeIntervalMs);
-    this.probeTimer.unref();
   }
 
-  /** Streams whose transport is up (draining ones included: they still carry connections). */
+  /** Connections whose transport is up (draining ones included: they still carry connections). */
   get healthyCount(): number {
     let n = 0;
-    for (const s of this.streams) if (s.conn.transportReady) n++;
+    for (const h of this.held) if (h.conn.transportReady) n++;
     return n;
   }
 
@@ -90,67 +105,92 @@ export class ClientSet {
     return this.draining;
   }
 
+  /** The number of servers the agent keeps a connection to. */
+  get knownServerCount(): number {
+    return this.count.value;
+  }
+
   serverIDs(): string[] {
-    return [...this.streams].filter((s) => !s.conn.isClosed).map((s) => s.conn.serverID);
+    return [...this.held].filter((h) => !h.conn.isClosed).map((h) => h.conn.serverID);
   }
 
   connections(): ServerConnection[] {
-    return [...this.streams].map((s) => s.conn);
+    return [...this.held].map((h) => h.conn);
   }
 
-  /** New identifiers: new streams register them, then the old streams drain (no dial is lost). */
-  setIdentifiers(identifiers: string): void {
-    if (identifiers === this.identifiers) return;
-    this.identifiers = identifiers;
-    this.opts.log.info({ identifiers }, 'agent identifiers changed: re-registering');
-    this.refreshGeneration();
+  /** New rule names: each connection opens streams for the new groups and retires those of the groups gone. */
+  setIdentifierGroups(groups: readonly string[]): void {
+    this.groups = groups;
+    this.opts.log.info({ groups: groups.length }, 'rule names changed: registering them');
+    for (const h of this.held) h.conn.setGroups(groups);
   }
 
-  /** Re-reads the TLS material's fingerprint; a change replaces every stream gracefully. */
-  private refreshGeneration(): void {
-    const generation = this.currentGeneration();
-    if (generation === this.generation) return;
-    this.generation = generation;
-    this.backoff.reset();
+  /** The proxy-servers' valid Leases (kube/lease-counter.ts); undefined while they cannot be read. */
+  setLeaseCount(count: number | undefined): void {
+    const before = this.count.value;
+    this.count.fromLeases(count);
+    this.countChanged(before);
+  }
+
+  private countChanged(before: number): void {
+    const after = this.count.value;
+    if (after === before) return;
+    this.opts.metrics.knownServerCount.set(after);
+    this.opts.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
+    this.poke();
+  }
+
+  /** Something the loop acts on happened: it looks again now. */
+  private poke(): void {
+    this.dirty = true;
     this.wake?.();
   }
 
   private currentGeneration(): string {
-    let tls: string;
     try {
-      tls = this.tlsFingerprint.current();
+      return this.tlsFingerprint.current();
     } catch {
-      tls = 'unreadable';
+      return 'unreadable';
     }
-    return `${tls}|${this.identifiers}`;
   }
 
   private async syncLoop(): Promise<void> {
     while (!this.stopped && !this.draining) {
+      this.dirty = false;
       const wait = await this.syncOnce();
       if (this.stopped || this.draining) return;
+      if (this.dirty) continue;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        this.syncTimer = setTimeout(resolve, wait);
+        if (Number.isFinite(wait)) this.syncTimer = setTimeout(resolve, wait);
       });
+      clearTimeout(this.syncTimer);
       this.wake = undefined;
     }
   }
 
-  /** One sync step; returns how long to wait before the next. */
+  /** One sync step; returns how long to wait before the next (Infinity: until something happens). */
   private async syncOnce(): Promise<number> {
-    this.refreshGeneration();
-    const current = [...this.streams].filter((s) => s.generation === this.generation && !s.conn.isClosed);
-    const connected = new Set(current.map((s) => s.target));
-    // Every address must hold at least one stream, and together they must cover serverCount replicas.
+    const generation = this.currentGeneration();
+    if (generation !== this.generation) {
+      this.generation = generation;
+      this.backoff.reset();
+      this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
+    }
+    const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
+    const connected = new Set(current.map((h) => h.target));
+    // Every address must hold at least one connection, and together they must cover the server count.
     const missingTarget = this.opts.targets.find((t) => !connected.has(t));
-    const enough = current.length >= Math.max(this.serverCount, this.opts.targets.length);
-    if (enough && !missingTarget && !this.opts.syncForever) return this.backoff.steady();
-    const target = missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!;
-    return this.connectOnce(target, current);
+    const enough = current.length >= Math.max(this.count.value, this.opts.targets.length);
+    if (enough && !missingTarget) {
+      if (this.opts.syncForever) return this.connectOnce(this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
+      // Nothing to do until an event; where the TLS folders cannot be watched, look again each interval.
+      return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
+    }
+    return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
   }
 
-  private async connectOnce(target: string, current: Stream[]): Promise<number> {
+  private async connectOnce(target: string, current: Held[]): Promise<number> {
     const generation = this.generation;
     let conn: ServerConnection;
     try {
@@ -158,15 +198,19 @@ export class ClientSet {
         target,
         credentials: loadCredentials(this.opts.credentials, target, hostOf(target)),
         agentID: this.opts.agentID,
-        agentIdentifiers: this.identifiers,
+        identifiers: this.opts.identifiers,
+        groups: this.groups,
         keepaliveMs: this.opts.keepaliveMs,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
         maxBuffer: this.opts.maxBuffer,
         budget: this.opts.budget,
         connectIDs: () => String(this.nextConnectID++),
+        quietMs: this.opts.quietMs ?? 1000,
+        drainTimeoutMs: this.opts.drainTimeoutMs,
         metrics: this.opts.metrics,
         log: this.opts.log.child({ target }),
+        random: this.random,
       });
     } catch (err) {
       this.opts.metrics.serverConnectAttempts.inc({ result: 'failed' });
@@ -174,10 +218,15 @@ export class ClientSet {
       this.opts.log.warn({ target, error: (err as Error).message, retryInMs: Math.round(wait) }, 'cannot connect to proxy-server');
       return wait;
     }
-    // The newest handshake says how many replicas there are now (ANP #739: counts go stale).
-    this.serverCount = Math.max(1, conn.serverCount);
-    this.opts.metrics.knownServerCount.set(this.serverCount);
-    if (this.stopped || this.draining || generation !== this.generation || current.some((s) => s.conn.serverID === conn.serverID && s.generation === generation && !s.conn.isClosed)) {
+    const known = [...this.held].some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed);
+    if (!known) {
+      // A new, unique server says how many replicas there are now; a repeat of a known one may be a
+      // stale replica of a rolling update (ANP #739, #775).
+      const before = this.count.value;
+      this.count.fromHeader(conn.serverCount);
+      this.countChanged(before);
+    }
+    if (this.stopped || this.draining || generation !== this.generation || current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)) {
       conn.close('duplicate serverID');
       this.opts.metrics.serverConnectAttempts.inc({ result: 'duplicate' });
       // Behind a load balancer the next attempt may well reach the missing replica: retry soon,
@@ -191,51 +240,45 @@ export class ClientSet {
     return 20 * this.random();
   }
 
-  private adopt(stream: Stream): void {
-    const { conn } = stream;
-    this.streams.add(stream);
+  private adopt(held: Held): void {
+    const { conn } = held;
+    this.held.add(held);
     this.updateGauge();
     this.opts.metrics.serverConnectAttempts.inc({ result: 'connected' });
-    conn.log.info({ serverID: conn.serverID, serverCount: conn.serverCount, identifiers: this.identifiers }, 'connected to proxy-server');
+    conn.log.info({ serverID: conn.serverID, serverCount: conn.serverCount, identifiers: this.opts.identifiers, groups: this.groups.length }, 'connected to proxy-server');
     conn.on('closed', () => {
-      this.streams.delete(stream);
+      this.held.delete(held);
       this.updateGauge();
-      this.wake?.();
+      this.poke();
     });
-    // Streams of an older generation to the same replica are replaced by this one.
-    for (const old of this.streams) {
-      if (old !== stream && old.generation !== stream.generation && old.conn.serverID === conn.serverID && !old.conn.isDraining) {
-        old.conn.drain();
-        void old.conn.closeWhenIdle(this.opts.drainTimeoutMs, 'replaced by a stream with new identifiers or credentials');
+    // The rule names may have changed while it connected.
+    conn.setGroups(this.groups);
+    // A connection of older TLS material to the same replica is replaced by this one.
+    for (const old of this.held) {
+      if (old !== held && old.generation !== held.generation && old.conn.serverID === conn.serverID && !old.conn.isDraining) {
+        void old.conn.closeWhenIdle(this.opts.drainTimeoutMs, 'replaced by a connection with new credentials');
       }
     }
   }
 
-  /** Drops streams whose transport is gone, so the server stops being offered them and sync re-dials. */
-  private probe(): void {
-    for (const s of this.streams) {
-      if (!s.conn.isClosed && !s.conn.transportReady) s.conn.close('transport not ready');
-    }
-  }
-
   private updateGauge(): void {
-    this.opts.metrics.openServerConnections.set(this.streams.size);
+    this.opts.metrics.openServerConnections.set(this.held.size);
   }
 
-  /** First signal: DRAIN every stream, open no new ones, wait for in-flight connections. */
+  /** First signal: DRAIN every stream, open no new connections, wait until the servers stopped routing here. */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
     clearTimeout(this.syncTimer);
     this.wake?.();
-    for (const s of this.streams) s.conn.drain();
-    await Promise.all([...this.streams].map((s) => s.conn.closeWhenIdle(timeoutMs, 'agent shutting down')));
+    for (const h of this.held) h.conn.drain();
+    await Promise.all([...this.held].map((h) => h.conn.closeWhenIdle(timeoutMs, 'agent shutting down')));
   }
 
   stop(): void {
     this.stopped = true;
     clearTimeout(this.syncTimer);
-    clearInterval(this.probeTimer);
+    this.credentialWatch?.close();
     this.wake?.();
-    for (const s of [...this.streams]) s.conn.close('agent stopped');
+    for (const h of [...this.held]) h.conn.close('agent stopped');
   }
 }

@@ -1,6 +1,7 @@
-// The Connect stream against a scripted HTTP/2 server over real TLS on loopback: what a gRPC server
-// may answer (trailers-only refusals, a non-gRPC endpoint, messages cut anywhere, trailers), and what
-// the agent must refuse (an oversized message, no answer).
+// The agent's connection and its Connect streams against a scripted HTTP/2 server over real TLS on
+// loopback: what a gRPC server may answer (trailers-only refusals, a non-gRPC endpoint, messages cut
+// anywhere, trailers), what the agent must refuse (an oversized message, no answer), several streams
+// on one connection, and keepalive.
 import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
 import { connect as connectTcp, type AddressInfo, type Socket } from 'node:net';
@@ -8,7 +9,8 @@ import { createSecureContext, createServer as createTlsServer } from 'node:tls';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { makePki } from '../test/support/certs.js';
 import { TcpBalancer } from '../test/support/tcp-balancer.js';
-import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+import { AgentSession, type AgentSessionOptions } from './agent-session.js';
+import { GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 import { ServerTls } from './server-tls.js';
 
 const pki = makePki();
@@ -17,8 +19,8 @@ let handler: Handler = () => {};
 const server = http2.createSecureServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ca: readFileSync(pki.caCert), requestCert: true, allowHTTP1: false });
 server.on('stream', (stream, headers) => handler(stream, headers));
 const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
-const open: ConnectStream[] = [];
-afterEach(() => open.splice(0).forEach((s) => s.cancel()));
+const open: AgentSession[] = [];
+afterEach(() => open.splice(0).forEach((s) => s.close()));
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
 const tlsOptions = {
@@ -38,25 +40,41 @@ function frame(body: string): Buffer {
   return out;
 }
 
-async function connect(overrides: Partial<ConnectStreamOptions> = {}) {
+type Overrides = Partial<Pick<ConnectStreamOptions, 'timeoutMs' | 'metadata'> & Pick<AgentSessionOptions, 'target' | 'keepaliveMs' | 'keepaliveTimeoutMs'>>;
+
+async function session(overrides: Overrides = {}) {
+  let resolveClose!: (s: StreamStatus) => void;
+  const closed = new Promise<StreamStatus>((r) => (resolveClose = r));
+  const s = await AgentSession.open({
+    target: overrides.target ?? `127.0.0.1:${port}`,
+    secure: (socket) => tls.handshake(socket),
+    timeoutMs: 2000,
+    windowBytes: 1 << 20,
+    keepaliveMs: overrides.keepaliveMs ?? 0,
+    keepaliveTimeoutMs: overrides.keepaliveTimeoutMs ?? 1000,
+    onClose: resolveClose,
+  });
+  open.push(s);
+  return { session: s, closed };
+}
+
+async function streamOn(s: AgentSession, overrides: Overrides = {}) {
   const messages: string[] = [];
   let resolveEnd!: (s: StreamStatus) => void;
   const ended = new Promise<StreamStatus>((r) => (resolveEnd = r));
-  const stream = await ConnectStream.open({
-    target: `127.0.0.1:${port}`,
-    secure: (s) => tls.handshake(s),
-    metadata: { agentid: 'a1', agentidentifiers: 'host=c1' },
-    timeoutMs: 2000,
-    windowBytes: 1 << 20,
+  const stream = await s.openStream({
+    metadata: overrides.metadata ?? { agentid: 'a1', agentidentifiers: 'host=c1' },
+    timeoutMs: overrides.timeoutMs ?? 2000,
     maxMessageBytes: 1000,
-    keepaliveMs: 0,
-    keepaliveTimeoutMs: 1000,
     onMessage: (m) => messages.push(m.toString()),
     onEnd: resolveEnd,
-    ...overrides,
   });
-  open.push(stream);
   return { stream, messages, ended };
+}
+
+async function connect(overrides: Overrides = {}) {
+  const { session: s, closed } = await session(overrides);
+  return { ...(await streamOn(s, overrides)), session: s, closed };
 }
 
 const grpcHeaders = { ':status': 200, 'content-type': 'application/grpc', serverid: 's1', servercount: '2' };
@@ -68,7 +86,7 @@ describe('ConnectStream', () => {
     const { stream } = await connect();
     expect(seen).toMatchObject({ ':method': 'POST', ':path': '/AgentService/Connect', 'content-type': 'application/grpc', te: 'trailers', agentid: 'a1', agentidentifiers: 'host=c1' });
     expect(stream.responseHeaders).toMatchObject({ serverid: 's1', servercount: '2' });
-    expect(stream.ready).toBe(true);
+    expect(stream.open).toBe(true);
   });
 
   it('delivers messages cut anywhere, both ways, then the server\'s status from its trailers', async () => {
@@ -89,7 +107,7 @@ describe('ConnectStream', () => {
     stream.write(frame('pong'));
     expect(await ended).toEqual({ code: GrpcStatus.OK, details: '' });
     expect(messages).toEqual(['one', '', 'three', 'ping', 'pong']);
-    expect(stream.ready).toBe(false);
+    expect(stream.open).toBe(false);
   });
 
   it('reports a trailers-only refusal in gRPC terms, message decoded', async () => {
@@ -132,9 +150,10 @@ describe('ConnectStream', () => {
       stream.on('error', () => {});
       setTimeout(() => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM), 20);
     };
-    const { stream, ended } = await connect();
+    const { stream, ended, session: s } = await connect();
     expect((await ended).code).not.toBe(GrpcStatus.OK);
-    expect(stream.ready).toBe(false);
+    expect(stream.open).toBe(false);
+    expect(s.ready).toBe(true); // the connection stays for the agent's other streams
   });
 
   it('a stream refused before it was answered fails the open with the reset', async () => {
@@ -160,6 +179,29 @@ describe('ConnectStream', () => {
     expect(received).toBe('last words');
   });
 
+  it('carries several streams on one connection, each with its own metadata; one that ends leaves the others', async () => {
+    const seen: string[] = [];
+    handler = (stream, headers) => {
+      seen.push(String(headers.agentidentifiers));
+      stream.respond(grpcHeaders, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.on('data', (c: Buffer) => stream.write(c));
+      stream.on('end', () => stream.end());
+    };
+    const { session: s, closed } = await session();
+    const a = await streamOn(s, { metadata: { agentid: 'a1', agentidentifiers: 'host=a' } });
+    const b = await streamOn(s, { metadata: { agentid: 'a1', agentidentifiers: 'host=b' } });
+    expect(seen).toEqual(['host=a', 'host=b']);
+    a.stream.end();
+    expect((await a.ended).code).toBe(GrpcStatus.OK);
+    b.stream.write(frame('still here'));
+    await expect.poll(() => b.messages).toEqual(['still here']);
+    expect(s.ready).toBe(true);
+    s.close();
+    expect((await b.ended).code).toBe(GrpcStatus.UNAVAILABLE);
+    expect((await closed).code).toBe(GrpcStatus.UNAVAILABLE);
+  });
+
   it('offers --alpn-proto before h2 in the TLS handshake', async () => {
     let offered: string[] = [];
     const tlsServer = createTlsServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ALPNCallback: ({ protocols }) => ((offered = protocols), 'h2') }, (s) => s.destroy());
@@ -178,12 +220,13 @@ describe('ConnectStream', () => {
     const relay = new TcpBalancer([port]);
     const relayPort = await relay.listen();
     try {
-      const { stream, ended } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300 });
+      const { session: s, ended, closed } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300 });
       await new Promise((r) => setTimeout(r, 600));
-      expect(stream.ready).toBe(true);
+      expect(s.ready).toBe(true);
       relay.freeze();
       const t = performance.now();
       expect(await ended).toEqual({ code: GrpcStatus.UNAVAILABLE, details: 'keepalive ping unanswered for 300ms' });
+      expect(await closed).toEqual({ code: GrpcStatus.UNAVAILABLE, details: 'keepalive ping unanswered for 300ms' });
       expect(performance.now() - t).toBeLessThan(2000);
     } finally {
       await relay.close();

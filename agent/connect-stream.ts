@@ -1,13 +1,9 @@
-// AgentService/Connect on node:http2 directly: one TCP connection, our TLS handshake, one HTTP/2
-// session and the one bidirectional gRPC stream on it. That is all the agent needs of gRPC; grpc-js
-// (channels, subchannels, load balancing, interceptors, a stream pipeline and two protobufjs passes
-// per message) was the largest part of the agent's CPU per new dial and of its idle memory
-// (bench/README.md, "Dial CPU"). The hub and the hub-side client keep grpc-js.
+// One AgentService/Connect call, the bidirectional gRPC stream of packets, on an HTTP/2 session the
+// agent holds to a proxy-server (agent-session.ts): request headers with the agent's metadata, the
+// server's response headers (serverID, serverCount) or its refusal, messages both ways, and the
+// status it ends with, from the trailers or a reset.
 import http2 from 'node:http2';
-import net from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import { GrpcFramingError, GrpcMessageReader } from '../proto/grpc-framing.js';
-import { splitHostPort } from './address.js';
 
 const statusNames = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
 export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
@@ -23,35 +19,28 @@ export interface StreamStatus {
 }
 
 export interface ConnectStreamOptions {
-  /** host:port of the proxy-server's agent port. */
+  /** host:port of the proxy-server's agent port, for messages. */
   target: string;
-  /** The TLS handshake on the connected TCP socket. */
-  secure: (socket: net.Socket) => Promise<TLSSocket>;
   /** Request metadata, lower-case names (the agent's ID and identifiers, a bearer token). */
   metadata: Record<string, string>;
-  /** TCP connect, TLS and the server's response headers together. */
+  /** How long to wait for the server's response headers. */
   timeoutMs: number;
-  /** HTTP/2 flow-control window, per stream and for the connection. */
-  windowBytes: number;
   maxMessageBytes: number;
-  /** An HTTP/2 PING this often (0: never); the transport is closed if one goes unanswered. */
-  keepaliveMs: number;
-  keepaliveTimeoutMs: number;
   /** Each message from the server, in order; the buffer may be a view into the received chunk. */
   onMessage: (message: Buffer) => void;
   /** Once, however the stream ends (after `open` resolved). */
   onEnd: (status: StreamStatus) => void;
 }
 
+/** One AgentService/Connect call on an HTTP/2 session (agent-session.ts holds the connection). */
 export class ConnectStream {
   private ended = false;
-  private keepaliveTimer?: NodeJS.Timeout;
   private readonly reader: GrpcMessageReader;
   /** The server's trailers, or an error seen before the stream closed. */
   private status?: StreamStatus;
+  private readonly endListeners: Array<() => void> = [];
 
   private constructor(
-    private readonly session: http2.ClientHttp2Session,
     private readonly stream: http2.ClientHttp2Stream,
     readonly responseHeaders: http2.IncomingHttpHeaders,
     private readonly opts: ConnectStreamOptions,
@@ -76,71 +65,45 @@ export class ConnectStream {
       else if (stream.writable) stream.end();
     });
     stream.on('close', () => this.finish(this.status ?? resetStatus(stream.rstCode)));
-    session.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }));
-    session.on('close', () => this.finish(this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' }));
-    this.scheduleKeepalive();
   }
 
-  /** Connects, sends the request headers and waits for the server's response headers. */
-  static open(opts: ConnectStreamOptions): Promise<ConnectStream> {
+  /** Sends the request headers on `session` and waits for the server's response headers. */
+  static open(session: http2.ClientHttp2Session, opts: ConnectStreamOptions): Promise<ConnectStream> {
     return new Promise((resolve, reject) => {
-      const target = splitHostPort(opts.target);
-      if (typeof target === 'string') return reject(new Error(target));
-      let session: http2.ClientHttp2Session | undefined;
       let settled = false;
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/AgentService/Connect',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-accept-encoding': 'identity',
+        'user-agent': 'spoke-agent',
+        ...opts.metadata,
+      });
+      const cleanup = () => {
+        clearTimeout(timer);
+        stream.off('error', onError).off('close', onClose);
+        session.off('close', onSessionClose);
+      };
       const fail = (err: Error) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
-        session?.destroy();
-        socket.destroy();
+        cleanup();
+        if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
         reject(err);
       };
+      const onError = (err: Error) => fail(new Error(err.message));
+      const onClose = () => fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
+      const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
       const timer = setTimeout(() => fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)), opts.timeoutMs);
-      const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
-      socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
-      socket.once('connect', () => {
-        opts.secure(socket).then((tls) => {
-          if (settled) return void tls.destroy();
-          session = http2.connect(`https://${opts.target}`, {
-            createConnection: () => tls,
-            settings: { initialWindowSize: opts.windowBytes, enablePush: false },
-            // Node's own cap would reset the session under bulk transfers; the agent's buffer budget bounds memory.
-            maxSessionMemory: Number.MAX_SAFE_INTEGER,
-            // Node refuses to send a header block over 64 KiB; the Go proxy-server takes identifiers
-            // up to ~580 KB (kube/README.md), and its SETTINGS say what it accepts.
-            maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
-          });
-          const s = session;
-          // The connection's window too (grpc-js does the same): a 64 KiB one stalls bulk transfers on round trips.
-          s.once('remoteSettings', () => {
-            if (!s.destroyed) s.setLocalWindowSize(opts.windowBytes);
-          });
-          const onSessionError = (err: Error) => fail(new Error(`HTTP/2 to ${opts.target}: ${err.message}`));
-          const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
-          s.once('error', onSessionError);
-          s.once('close', onSessionClose);
-          const stream = s.request({
-            ':method': 'POST',
-            ':path': '/AgentService/Connect',
-            'content-type': 'application/grpc',
-            te: 'trailers',
-            'grpc-accept-encoding': 'identity',
-            'user-agent': 'spoke-agent',
-            ...opts.metadata,
-          });
-          const onStreamError = (err: Error) => fail(new Error(err.message));
-          stream.once('error', onStreamError);
-          stream.once('response', (headers) => {
-            const refused = refusal(headers);
-            if (refused) return fail(new Error(refused));
-            settled = true;
-            clearTimeout(timer);
-            s.off('error', onSessionError).off('close', onSessionClose);
-            stream.off('error', onStreamError);
-            resolve(new ConnectStream(s, stream, headers, opts));
-          });
-        }, fail);
+      stream.once('error', onError).once('close', onClose);
+      session.once('close', onSessionClose);
+      stream.once('response', (headers) => {
+        const refused = refusal(headers);
+        if (refused) return fail(new Error(refused));
+        settled = true;
+        cleanup();
+        resolve(new ConnectStream(stream, headers, opts));
       });
     });
   }
@@ -155,6 +118,12 @@ export class ConnectStream {
     this.stream.on('drain', listener);
   }
 
+  /** Called once when the stream has ended (after onEnd). */
+  onceEnded(listener: () => void): void {
+    if (this.ended) listener();
+    else this.endListeners.push(listener);
+  }
+
   pause(): void {
     this.stream.pause();
   }
@@ -163,9 +132,9 @@ export class ConnectStream {
     this.stream.resume();
   }
 
-  /** True while the connection is up and the stream open (the Go agent's readiness probe). */
-  get ready(): boolean {
-    return !this.ended && !this.session.closed && !this.session.destroyed;
+  /** True until the stream has ended. */
+  get open(): boolean {
+    return !this.ended;
   }
 
   /** Half-closes our side: what we wrote still reaches the server, which then ends the stream. */
@@ -173,36 +142,21 @@ export class ConnectStream {
     if (!this.ended && this.stream.writable) this.stream.end();
   }
 
-  /** Resets the stream and drops the connection. */
+  /** Resets the stream; the connection stays. */
   cancel(): void {
     if (!this.stream.closed) this.stream.close(http2.constants.NGHTTP2_CANCEL);
-    this.session.destroy();
+  }
+
+  /** The connection under the stream is gone (agent-session.ts). */
+  connectionLost(status: StreamStatus): void {
+    this.finish(this.status ?? status);
   }
 
   private finish(status: StreamStatus): void {
     if (this.ended) return;
     this.ended = true;
-    clearTimeout(this.keepaliveTimer);
-    // One stream per connection: once it is over, so is the connection.
-    this.session.destroy();
     this.opts.onEnd(status);
-  }
-
-  private scheduleKeepalive(): void {
-    if (!(this.opts.keepaliveMs > 0) || this.ended) return;
-    this.keepaliveTimer = setTimeout(() => this.ping(), this.opts.keepaliveMs).unref();
-  }
-
-  private ping(): void {
-    const unanswered = setTimeout(() => {
-      this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms` };
-      this.cancel();
-    }, this.opts.keepaliveTimeoutMs).unref();
-    const sent = this.session.ping((err) => {
-      clearTimeout(unanswered);
-      if (!err) this.scheduleKeepalive();
-    });
-    if (!sent) clearTimeout(unanswered);
+    for (const listener of this.endListeners.splice(0)) listener();
   }
 }
 

@@ -22,7 +22,7 @@ export const agentFlags = {
   serviceAccountTokenPath: str('service-account-token-path', '', 'If non-empty proxy agent uses this token (re-read on every connect) to prove its identity to the proxy server.', { validate: fileExists('service account token path') }),
   syncInterval: duration('sync-interval', 1000, 'The initial interval by which the agent periodically checks if it has connections to all instances of the proxy server.', { validate: positive('sync interval') }),
   syncIntervalCap: duration('sync-interval-cap', 10_000, 'The maximum interval for the SyncInterval to back off to when unable to connect to the proxy server.', { validate: positive('sync interval cap') }),
-  probeInterval: duration('probe-interval', 1000, 'The interval by which the agent periodically checks if its connections to the proxy server are ready.', { validate: positive('probe interval') }),
+  probeInterval: duration('probe-interval', 1000, "The interval by which the Go agent checks whether its connections to the proxy server are ready; spoke-agent learns of a lost connection from the connection itself.", { ignored: true, validate: positive('probe interval') }),
   syncForever: bool('sync-forever', false, 'If true, the agent continues syncing, in order to support server count changes.'),
   keepaliveTime: duration('keepalive-time', 60_000, 'Time for gRPC agent client keepalive pings, which find a dead transport (Go agent: 1h). At least 30s: the proxy-server answers faster pings with GOAWAY.', { validate: (ms) => (ms < 30_000 ? 'must be at least 30s (the proxy-server rejects faster pings)' : undefined) }),
   dialTimeout: duration('dial-timeout', 5000, 'Timeout for dialing a target on behalf of the proxy-server.', { validate: positive('dial timeout') }),
@@ -43,12 +43,13 @@ export const agentFlags = {
   enableContentionProfiling: bool('enable-contention-profiling', false, "Go's mutex and block profiles; Node's JavaScript holds no locks to profile, so this needs --enable-profiling (as in Go) and does nothing more.", { ignored: true }),
   warnOnChannelLimit: bool('warn-on-channel-limit', false, 'Turns on a warning if the system is going to push to a full channel.', { ignored: true }),
   xfrChannelSize: int('xfr-channel-size', 150, 'Set the size of the channel for transferring data between the agent and the proxy server (spoke-agent bounds bytes instead: --max-connection-buffer).', { ignored: true, validate: (n) => (n <= 0 ? `channel size ${n} must be greater than 0` : undefined) }),
-  countServerLeases: bool('count-server-leases', false, 'Enables lease counting system to determine the number of proxy servers to connect to.', { ignored: true }),
-  leaseNamespace: str('lease-namespace', 'kube-system', 'Namespace where lease objects are managed.', { ignored: true }),
-  leaseLabelSelector: str('lease-label-selector', 'k8s-app=konnectivity-server', 'Label selector for leases to take into account when counting servers.', { ignored: true }),
-  leaseLabel: str('lease-label', 'k8s-app=konnectivity-server', 'Deprecated: use --lease-label-selector.', { ignored: true }),
-  serverCountSource: str('server-count-source', 'default', "How server counts are combined: 'default' or 'max'.", { ignored: true, validate: (s) => (['', 'default', 'max'].includes(s) ? undefined : `must be one of '', 'default', 'max', got ${s}`) }),
-  kubeApiContentType: str('kube-api-content-type', 'application/vnd.kubernetes.protobuf', 'Content type of requests sent to apiserver.', { ignored: true }),
+  // ANP v0.31-v0.36 (master's --lease-label-selector too): the server count from the proxy-servers' Leases (kube/lease-counter.ts).
+  countServerLeases: bool('count-server-leases', false, 'Enables lease counting system to determine the number of proxy servers to connect to: the valid Leases the proxy-servers publish (--enable-lease-controller) in --lease-namespace, watched through the Kubernetes API (--kubeconfig, else the pod\'s service account; the agent needs get, list and watch on leases there: manifests/lease-counting). Until they can be read, the serverCount header counts.'),
+  leaseNamespace: str('lease-namespace', 'kube-system', 'Namespace where lease objects are managed.', { validate: (v) => (/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(v) && v.length <= 63 ? undefined : `lease namespace "${v}" is not a namespace name`) }),
+  leaseLabelSelector: str('lease-label-selector', '', 'Label selector for leases to take into account when counting servers.', { defaultText: 'k8s-app=konnectivity-server (from --lease-label)', validate: labelSelectorProblem }),
+  leaseLabel: str('lease-label', 'k8s-app=konnectivity-server', 'The labels on which the lease objects are managed, key=value[,key=value] (deprecated: --lease-label-selector wins when both are given).', { validate: leaseLabelsProblem }),
+  serverCountSource: str('server-count-source', 'default', "How server counts are combined: 'default' (with --count-server-leases the Leases alone, else the serverCount header) or 'max' (the larger of the two).", { validate: (s) => (['', 'default', 'max'].includes(s) ? undefined : `--server-count-source must be one of '', 'default', 'max', got ${s}`) }),
+  kubeApiContentType: str('kube-api-content-type', 'application/vnd.kubernetes.protobuf', 'Content type of requests sent to apiserver (spoke-agent reads the few objects it watches as JSON).', { ignored: true }),
   // klog's flags, which the Go binary also takes.
   v: int('v', 0, 'klog verbosity; 4 or more turns --log-level to debug when --log-level is not given.'),
   logtostderr: bool('logtostderr', true, 'klog: log to standard error.', { ignored: true }),
@@ -56,6 +57,24 @@ export const agentFlags = {
 } satisfies FlagSet;
 
 export type AgentOptions = Values<typeof agentFlags>;
+
+/** Go's util.ParseLabels: `key=value` pairs, comma-separated; its error texts. */
+export function leaseLabelsProblem(text: string): string | undefined {
+  if (text === '') return 'empty string provided';
+  const bad = text.split(',').find((pair) => pair.split('=').length !== 2);
+  return bad === undefined ? undefined : `invalid label format: ${bad}`;
+}
+
+/** Kubernetes label selector syntax, checked loosely: the API server has the last word and its refusal is logged by the watch. */
+export function labelSelectorProblem(s: string): string | undefined {
+  return /^[\w./\-=!,() ]*$/.test(s) ? undefined : `"${s}" is not a label selector`;
+}
+
+/** The Leases' label selector: --lease-label-selector when given, else the pairs of --lease-label. */
+export function leaseSelector(o: Pick<AgentOptions, 'leaseLabelSelector' | 'leaseLabel'>): string {
+  if (o.leaseLabelSelector !== '') return o.leaseLabelSelector;
+  return o.leaseLabel.split(',').map((pair) => pair.split('=').map((part) => part.trim()).join('=')).join(',');
+}
 
 /** Checks that span several flags, as the Go agent's Validate does. */
 export function validateAgentOptions(o: AgentOptions): string | undefined {

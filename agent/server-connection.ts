@@ -1,39 +1,45 @@
-// One `AgentService/Connect` stream to one proxy-server replica (the Go agent's client.go): its
-// own TCP connection (connect-stream.ts), the handshake headers, the receive loop feeding a Tunnel,
-// write back-pressure, DRAIN, and a liveness probe.
+// The agent's connection to one proxy-server replica (the Go agent's client.go): one HTTP/2 session
+// (agent-session.ts) and on it one Connect stream per identifier group (registration.ts). The first
+// stream carries the agent's own identifiers (--agent-identifiers, the cluster's names) and the
+// server's serverID and serverCount headers; each group of rule names that come and go together (an
+// exposed Service and its hashed name) has a stream of its own, opened and retired as rules change.
+// So a rules edit never hands a name from one stream to another: the Go proxy-server keeps the
+// streams of an identifier in a list and always expected the first to go last ("This should not
+// happen. Removed connection that is not the first connection"), and ANP 0.30 routes every dial of a
+// name to its first stream. A new name is routable as soon as its stream is accepted.
 import { EventEmitter } from 'node:events';
-import { decodePacket, encodeDataFrame, encodeFrame } from '../proto/packet-codec.js';
-import { Header, PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
+import { Header } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
+import { AgentSession } from './agent-session.js';
+import { Backoff } from './backoff.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { ConnectStream, GrpcStatus, grpcStatusName, type StreamStatus } from './connect-stream.js';
 import type { ServerCredentials } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
-import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
-
-/** Never throws: a packet that does not decode reaches the Tunnel as MalformedPacket. */
-function decode(bytes: Buffer): Packet | MalformedPacket {
-  try {
-    return decodePacket(bytes);
-  } catch (err) {
-    return { malformed: `${(err as Error).message} (${bytes.length} bytes)` };
-  }
-}
+import { Registration } from './registration.js';
+import type { Dial } from './tunnel.js';
 
 export interface ServerConnectionOptions {
   /** host:port of the proxy-server's agent port. */
   target: string;
   credentials: ServerCredentials;
   agentID: string;
-  agentIdentifiers: string;
+  /** The first stream's identifiers: the agent's own, which do not change while it runs. */
+  identifiers: string;
+  /** The rule names, a stream per group. */
+  groups: readonly string[];
   keepaliveMs: number;
   handshakeTimeoutMs: number;
   dial: Dial;
   maxBuffer: number;
   budget: BufferBudget;
-  connectIDs?: () => string;
+  connectIDs: () => string;
+  /** How long after its last DIAL_REQ a retired stream counts as no longer routed to. */
+  quietMs: number;
+  /** The most a retired stream waits for its connections before it is closed anyway. */
+  drainTimeoutMs: number;
   metrics: AgentMetrics;
   log: Logger;
+  random?: () => number;
 }
 
 export class HandshakeError extends Error {}
@@ -43,38 +49,33 @@ export declare interface ServerConnection {
 }
 
 export class ServerConnection extends EventEmitter {
-  readonly tunnel: Tunnel;
   serverID = '';
   serverCount = 1;
-  private stream?: ConnectStream;
-  private readonly writableWaiters: Array<() => void> = [];
+  readonly log: Logger;
+  private session?: AgentSession;
+  private primary?: Registration;
+  /** The group streams in force, by their identifiers. */
+  private readonly groupStreams = new Map<string, Registration>();
+  private readonly opening = new Set<string>();
+  private readonly retiring = new Set<Registration>();
+  private wanted: readonly string[];
+  private readonly retryBackoff: Backoff;
+  private retryTimer?: NodeJS.Timeout;
   private closed = false;
   private drained = false;
-  private graceTimer?: NodeJS.Timeout;
-  readonly log: Logger;
 
   private constructor(private readonly opts: ServerConnectionOptions) {
     super();
     this.log = opts.log;
-    this.tunnel = new Tunnel({
-      sink: { send: (p) => this.send(p), sendData: (id, payload) => this.sendData(id, payload), whenWritable: (resume) => this.writableWaiters.push(resume) },
-      dial: opts.dial,
-      maxBuffer: opts.maxBuffer,
-      budget: opts.budget,
-      connectIDs: opts.connectIDs,
-      pauseIncoming: () => this.stream?.pause(),
-      resumeIncoming: () => this.stream?.resume(),
-      metrics: opts.metrics,
-      log: opts.log,
-    });
+    this.wanted = opts.groups;
+    this.retryBackoff = new Backoff({ initialMs: 1000, capMs: 30_000 }, opts.random);
   }
 
-  /** Opens the stream and waits for the server's `serverID`/`serverCount` headers. */
+  /** Connects, opens the first stream and waits for the server's headers, then opens the group streams. */
   static async open(opts: ServerConnectionOptions): Promise<ServerConnection> {
     const conn = new ServerConnection(opts);
     try {
-      await conn.handshake();
-      return conn;
+      await conn.connect();
     } catch (err) {
       conn.close(`handshake failed: ${(err as Error).message}`);
       // The TLS side names a refusal when its socket closes, which may come a tick after the error.
@@ -82,30 +83,42 @@ export class ServerConnection extends EventEmitter {
       const tls = opts.credentials.tls.problem;
       throw tls ? new HandshakeError(tls) : err;
     }
+    await conn.openMissingGroups();
+    return conn;
   }
 
-  private async handshake(): Promise<void> {
+  private registration(identifiers: string): Registration {
     const { opts } = this;
-    const metadata: Record<string, string> = { [Header.agentID.toLowerCase()]: opts.agentID };
-    if (opts.agentIdentifiers) metadata[Header.agentIdentifiers.toLowerCase()] = opts.agentIdentifiers;
-    if (opts.credentials.authorization) metadata[Header.authorization.toLowerCase()] = opts.credentials.authorization();
-    this.stream = await ConnectStream.open({
+    return new Registration({
+      agentID: opts.agentID,
+      identifiers,
+      authorization: opts.credentials.authorization,
+      handshakeTimeoutMs: opts.handshakeTimeoutMs,
+      dial: opts.dial,
+      maxBuffer: opts.maxBuffer,
+      budget: opts.budget,
+      connectIDs: opts.connectIDs,
+      quietMs: opts.quietMs,
+      metrics: opts.metrics,
+      log: opts.log,
+    });
+  }
+
+  private async connect(): Promise<void> {
+    const { opts } = this;
+    this.session = await AgentSession.open({
       target: opts.target,
       secure: (socket) => opts.credentials.tls.handshake(socket),
-      metadata,
       timeoutMs: opts.handshakeTimeoutMs,
       // A larger HTTP/2 window than the 64 KiB default keeps bulk transfers from stalling on round trips.
       windowBytes: 4 << 20,
-      maxMessageBytes: 32 << 20,
       keepaliveMs: opts.keepaliveMs,
       keepaliveTimeoutMs: 20_000,
-      onMessage: (message) => this.tunnel.handle(decode(message)),
-      onEnd: (status) => this.ended(status),
+      onClose: (status) => this.close(`connection lost: ${status.details}`),
     });
-    this.stream.onDrain(() => {
-      for (const resume of this.writableWaiters.splice(0)) resume();
-    });
-    const headers = this.stream.responseHeaders;
+    const primary = this.registration(opts.identifiers);
+    this.primary = primary;
+    const headers = await primary.open(this.session);
     const one = (name: string): string => {
       const value = headers[name.toLowerCase()];
       const values = value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -118,28 +131,84 @@ export class ServerConnection extends EventEmitter {
     if (!Number.isInteger(count) || count < 0) throw new HandshakeError(`invalid server count ${countText}`);
     this.serverID = id;
     this.serverCount = count;
+    // The first stream is the connection: when the server ends it, it has let the agent go.
+    primary.onClosed((reason) => this.close(reason));
   }
 
-  /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
-  private ended(status: StreamStatus): void {
-    clearTimeout(this.graceTimer);
-    if (this.closed) return;
-    if (status.code === GrpcStatus.OK) return this.close('stream ended by server');
-    this.opts.metrics.streamErrors.inc({ segment: 'to_agent', code: String(status.code), packet_type: 'UNKNOWN' });
-    this.close(`stream error: ${grpcStatusName(status.code)}: ${status.details}`);
+  /** The rule names changed: streams for new groups, the streams of groups gone retire. */
+  setGroups(groups: readonly string[]): void {
+    this.wanted = groups;
+    if (this.closed || this.drained) return;
+    const wanted = new Set(groups);
+    for (const [identifiers, reg] of this.groupStreams) {
+      if (wanted.has(identifiers)) continue;
+      this.groupStreams.delete(identifiers);
+      this.retireStream(reg, 'its names are no longer served');
+    }
+    void this.openMissingGroups();
   }
 
-  /** Writes a packet; false means the stream is backed up (the caller waits for whenWritable). */
-  send(packet: OutPacket): boolean {
-    if (this.closed || !this.stream) return true;
-    this.opts.metrics.observePacket('from_agent', packet.type);
-    return this.stream.write(encodeFrame(packet));
+  private retireStream(reg: Registration, reason: string): void {
+    this.retiring.add(reg);
+    void reg.retire(this.opts.drainTimeoutMs, reason).then(() => this.retiring.delete(reg));
   }
 
-  sendData(connectID: bigint, payload: Uint8Array): boolean {
-    if (this.closed || !this.stream) return true;
-    this.opts.metrics.observePacket('from_agent', PacketType.DATA);
-    return this.stream.write(encodeDataFrame(connectID, payload));
+  private async openMissingGroups(): Promise<void> {
+    const missing = this.wanted.filter((g) => !this.groupStreams.has(g) && !this.opening.has(g));
+    const failed: string[] = [];
+    await Promise.all(
+      missing.map(async (identifiers) => {
+        if (this.closed || this.drained) return;
+        const session = this.session!;
+        this.opening.add(identifiers);
+        const reg = this.registration(identifiers);
+        try {
+          await reg.open(session);
+        } catch (err) {
+          failed.push(identifiers);
+          this.log.warn({ serverID: this.serverID, identifiers, error: (err as Error).message }, 'the proxy-server refused a stream for these names: retrying');
+          return;
+        } finally {
+          this.opening.delete(identifiers);
+        }
+        if (this.closed || this.drained || !this.wanted.includes(identifiers)) return this.closed ? reg.close('connection closed') : this.retireStream(reg, 'its names are no longer served');
+        this.groupStreams.set(identifiers, reg);
+        this.log.debug({ serverID: this.serverID, identifiers }, 'registered names');
+        reg.onClosed((reason) => {
+          if (this.groupStreams.get(identifiers) !== reg) return;
+          // Ended by the server while the names are still served: open it again.
+          this.groupStreams.delete(identifiers);
+          this.log.warn({ serverID: this.serverID, identifiers, reason }, 'a stream for rule names ended: reopening');
+          this.scheduleRetry();
+        });
+      }),
+    );
+    if (failed.length > 0) this.scheduleRetry();
+    else if (missing.length > 0) this.retryBackoff.reset();
+  }
+
+  private scheduleRetry(): void {
+    if (this.retryTimer || this.closed || this.drained) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.openMissingGroups();
+    }, this.retryBackoff.next());
+    this.retryTimer.unref();
+  }
+
+  /** Every stream of this connection, the retiring ones too. */
+  registrations(): Registration[] {
+    return [...(this.primary ? [this.primary] : []), ...this.groupStreams.values(), ...this.retiring];
+  }
+
+  /** Connections open through this server, over all its streams. */
+  get connectionCount(): number {
+    return this.registrations().reduce((n, r) => n + r.tunnel.connectionCount, 0);
+  }
+
+  /** Dials in progress through this server, over all its streams. */
+  get pendingDialCount(): number {
+    return this.registrations().reduce((n, r) => n + r.tunnel.pendingDialCount, 0);
   }
 
   get isClosed(): boolean {
@@ -152,41 +221,34 @@ export class ServerConnection extends EventEmitter {
 
   /** True while the connection is up (the Go agent's probe). */
   get transportReady(): boolean {
-    return !this.closed && this.stream?.ready === true;
+    return !this.closed && this.session?.ready === true;
   }
 
-  /** Tells the server this stream is going away: it then prefers other agents for new dials. */
+  /** DRAIN on every stream: the server prefers other agents (and other connections of ours) for new dials. */
   drain(): void {
     if (this.drained || this.closed) return;
     this.drained = true;
-    this.opts.metrics.drains.inc();
-    this.send({ type: PacketType.DRAIN, drain: {} });
-    this.opts.log.info({ serverID: this.serverID }, 'sent DRAIN');
+    clearTimeout(this.retryTimer);
+    for (const reg of this.registrations()) reg.drain();
+    this.log.info({ serverID: this.serverID, streams: this.registrations().length }, 'draining the connection to the proxy-server');
   }
 
-  /**
-   * Ends the stream. `graceful` half-closes it so packets already written (a DRAIN, a last
-   * CLOSE_RSP) reach the server first; the server then ends its side, or we cancel after a grace.
-   */
+  /** DRAIN, then close once every stream has retired (the server stopped routing to it), or after `timeoutMs`. */
+  async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
+    this.drain();
+    await Promise.all(this.registrations().map((r) => r.retire(timeoutMs, reason)));
+    this.close(reason, true);
+  }
+
+  /** `graceful`: the streams have ended; let what is written reach the server before the connection goes. */
   close(reason: string, graceful = false): void {
     if (this.closed) return;
     this.closed = true;
-    this.tunnel.abortAll();
-    for (const resume of this.writableWaiters.splice(0)) resume();
-    const { stream } = this;
-    if (stream && graceful) {
-      stream.end();
-      this.graceTimer = setTimeout(() => stream.cancel(), 5000).unref();
-    } else stream?.cancel();
-    this.opts.log.info({ serverID: this.serverID, reason }, 'server stream closed');
+    clearTimeout(this.retryTimer);
+    for (const reg of this.registrations()) reg.close(reason);
+    if (graceful) this.session?.end();
+    else this.session?.close();
+    this.log.info({ serverID: this.serverID, reason }, 'disconnected from proxy-server');
     this.emit('closed', reason);
-  }
-
-  /** Closes once in-flight connections finish, or after `timeoutMs` regardless. */
-  async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.tunnel.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-    clearTimeout(timer);
-    this.close(reason, true);
   }
 }

@@ -217,11 +217,12 @@ export class Tunnel {
 
   /** Resolves once no dial is pending and no connection is open (for a graceful drain). */
   idle(): Promise<void> {
-    if (this.isIdle()) return Promise.resolve();
+    if (this.isIdle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private isIdle(): boolean {
+  /** No dial pending and no connection open. */
+  get isIdle(): boolean {
     return this.pending.size === 0 && this.connections.size === 0;
   }
 
@@ -232,7 +233,7 @@ export class Tunnel {
   }
 
   private notifyIfIdle(): void {
-    if (!this.isIdle()) return;
+    if (!this.isIdle) return;
     for (const resolve of this.idleWaiters.splice(0)) resolve();
   }
 

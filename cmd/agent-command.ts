@@ -6,7 +6,7 @@ import { Agent } from '../agent/agent.js';
 import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
-import { identifierHosts, mergeIdentifiers } from '../proto/agent-identifiers.js';
+import { identifierHosts } from '../proto/agent-identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { noRulesHandler } from '../dns/no-rules.js';
 import { dnsFlags } from '../dns/options.js';
@@ -17,7 +17,7 @@ import { HealthServer, processRegistry } from '../observability/health-server.js
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
-import { ruleIdentifiers } from '../rules/identifiers.js';
+import { agentIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags } from '../rules/options.js';
 import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
 import type { RuleHolder } from '../rules/holder.js';
@@ -127,11 +127,11 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     targets = [localHub.agentTarget];
   }
   const memoryLimit = processMemoryLimit();
-  const identifiers = holder ? mergeIdentifiers(o.agentIdentifiers, ruleIdentifiers(holder.current)) : o.agentIdentifiers;
+  const identifiers = agentIdentifiers(o.agentIdentifiers, holder?.current);
   const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers, memoryLimit });
 
   // Loaded only when needed: the Kubernetes client (kube/api-client.ts), one for every use of the API.
-  const kube = usesKubeApi(o) || servesApi(o) ? await import('../kube/sources.js') : undefined;
+  const kube = usesKubeApi(o) || servesApi(o) || o.countServerLeases ? await import('../kube/sources.js') : undefined;
   let guards;
   let client;
   try {
@@ -177,6 +177,13 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     cleanups.push(() => api.close());
   }
 
+  if (kube && o.countServerLeases) {
+    try {
+      cleanups.push(kube.startLeaseCounting({ agent: o, kube: o, client, onCount: (n) => agent.clients.setLeaseCount(n), log, registry }));
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
   if (holder) {
     cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
     try {

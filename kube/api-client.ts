@@ -62,11 +62,13 @@ export class KubeApiClient {
   /**
    * Streams a watch's events to `onEvent` until the server ends it (resolves), or it fails (rejects
    * with the error: an ApiError for a refusal, also one that arrives as an ERROR event, such as 410
-   * Gone). `signal` ends it early; it then resolves.
+   * Gone). `onOpen` hears of the server's acceptance. `signal` ends it early; it then resolves.
    */
-  async watch<T>(path: string, query: Query, onEvent: (event: WatchEvent<T>) => void, signal: AbortSignal): Promise<void> {
+  async watch<T>(path: string, query: Query, handlers: { onEvent: (event: WatchEvent<T>) => void; onOpen?: () => void }, signal: AbortSignal): Promise<void> {
+    const { onEvent } = handlers;
     const res = await this.send('GET', path, { ...query, watch: 'true' }, undefined, signal);
     if (res.statusCode !== 200) throw await errorOf(res);
+    handlers.onOpen?.();
     await new Promise<void>((resolve, reject) => {
       let pending = '';
       let failed = false;

@@ -11,7 +11,8 @@ import { dialPolicy } from './dial-policy.js';
 import { delegatedAuthGuard, type Reviewer } from './delegated-auth.js';
 import { KubeMetrics } from './metrics.js';
 import { kubeFlags, validateKubeOptions } from './options.js';
-import { followRuleIdentifiers, identifierLimitProblem } from './reregister.js';
+import { followRuleIdentifiers } from './reregister.js';
+import { hashedServiceHost } from '../rules/naming.js';
 
 const log = pino({ level: 'silent' });
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
@@ -81,7 +82,7 @@ describe('flags', () => {
 });
 
 describe('re-registration', () => {
-  it('sends one identifier change for a burst of rule changes, after --agent-identifiers', () => {
+  it('sends the rule names once for a burst of rule changes, a group per rule, leaving out --agent-identifiers names', () => {
     vi.useFakeTimers();
     try {
       const rules = (expose: string[]) => {
@@ -90,17 +91,16 @@ describe('re-registration', () => {
         return r.value;
       };
       const holder = new RuleHolder(rules([]));
-      const sent: string[] = [];
-      const stop = followRuleIdentifiers({ holder, clients: { setIdentifiers: (s) => sent.push(s) }, extra: 'default-route=true', debounceMs: 100, log });
+      const sent: string[][] = [];
+      const stop = followRuleIdentifiers({ holder, clients: { setIdentifierGroups: (g) => void sent.push([...g]) }, extra: 'default-route=true&host=d.c.cluster1', debounceMs: 100, log });
       holder.replace(rules(['a/b']));
       vi.advanceTimersByTime(50);
       holder.replace(rules(['a/b', 'c/d']));
       vi.advanceTimersByTime(99);
       expect(sent).toEqual([]);
       vi.advanceTimersByTime(1);
-      expect(sent).toHaveLength(1);
-      expect(sent[0]).toMatch(/^default-route=true&host=cluster1&host=b.a.cluster1&/);
-      expect(sent[0]).toContain('host=d.c.cluster1');
+      // b.a has its stream; d.c is one of the agent's own (--agent-identifiers), only its hashed name is a rule's
+      expect(sent).toEqual([[`host=b.a.cluster1&host=${hashedServiceHost('cluster1', 'a', 'b')}`, `host=${hashedServiceHost('cluster1', 'c', 'd')}`]]);
       // the same names again: nothing to do
       holder.replace(rules(['c/d', 'a/b']));
       vi.advanceTimersByTime(200);
@@ -135,14 +135,6 @@ describe('dial policy', () => {
     expect(closed.authorize!('169.254.169.254', '169.254.169.254')).toMatch(/not allowed/);
     expect(closed.authorize!('10.0.0.5', '10.0.0.5')).toBeUndefined();
     closed.stop();
-  });
-});
-
-describe('identifier limits', () => {
-  it('flags what a proxy-server would refuse', () => {
-    expect(identifierLimitProblem('host=a&host=b')).toBeUndefined();
-    expect(identifierLimitProblem(Array.from({ length: 10_001 }, (_, i) => `host=h${i}`).join('&'))).toMatch(/at most 10000/);
-    expect(identifierLimitProblem(`host=${'a'.repeat(95_000)}`)).toMatch(/64 KiB/);
   });
 });
 

@@ -1,7 +1,7 @@
 // Every spoke_agent_kube_* metric in one place.
 import { Counter, Gauge, type Registry } from 'prom-client';
 
-export type Resource = 'configmap' | 'services' | 'namespaces' | 'authentication-configmap';
+export type Resource = 'configmap' | 'services' | 'namespaces' | 'authentication-configmap' | 'leases';
 
 export class KubeMetrics {
   readonly watchErrors: Counter<'resource'>;

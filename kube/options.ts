@@ -2,6 +2,7 @@
 // Services, the dial allowlist, and delegated authentication for /debug and /metrics.
 import { readFileSync } from 'node:fs';
 import { cidrsProblem } from '../agent/allowlist.js';
+import { labelSelectorProblem } from '../agent/options.js';
 import { bool, duration, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { labelProblem } from '../rules/naming.js';
 
@@ -14,10 +15,6 @@ export function parseObjectRef(text: string): { namespace: string; name: string 
   return problem ?? { namespace, name };
 }
 
-// Kubernetes label selector syntax, checked loosely: the API server has the last word and its
-// refusal is logged by the watch.
-const selectorProblem = (s: string) => (/^[\w./\-=!,() ]*$/.test(s) ? undefined : `"${s}" is not a label selector`);
-
 export const kubeFlags = {
   kubeconfig: str('kubeconfig', '', 'Path to a kubeconfig for the spoke\'s API server; when empty, the in-cluster service account is used (if running in a pod).'),
   rulesConfigmap: str('rules-configmap', '', 'NAMESPACE/NAME of a ConfigMap whose "rules.yaml" (or "rules.json") key holds rules in the --rules-file format; watched, applied within seconds, a bad edit is rejected whole and the last good rules stay. Not given, in a pod with rules: spoke-agent-rules in the agent\'s namespace, if it exists and the agent may read it; --rules-configmap= turns that off.', {
@@ -29,7 +26,7 @@ export const kubeFlags = {
     },
   }),
   autoExpose: bool('auto-expose', false, 'Watch Services and expose as <service>.<namespace>.<cluster> every Service annotated --auto-expose-annotation="true", and every Service of the namespaces --auto-expose-namespace-selector picks; "false" opts a Service out.'),
-  autoExposeNamespaceSelector: str('auto-expose-namespace-selector', '', 'Label selector (e.g. spoke-agent.io/expose=true) of namespaces whose every Service is exposed; needs --auto-expose.', { validate: selectorProblem }),
+  autoExposeNamespaceSelector: str('auto-expose-namespace-selector', '', 'Label selector (e.g. spoke-agent.io/expose=true) of namespaces whose every Service is exposed; needs --auto-expose.', { validate: labelSelectorProblem }),
   autoExposeAnnotation: str('auto-expose-annotation', 'spoke-agent.io/expose', 'Service annotation: "true" exposes the Service, "false" keeps it unexposed even in a selected namespace.', {
     validate: (v) => (/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(v) ? undefined : `"${v}" is not an annotation key`),
   }),

@@ -13,6 +13,8 @@ import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
+import { LeaseCounter } from './lease-counter.js';
+import { leaseSelector } from '../agent/options.js';
 import { configMapSpec, ResilientWatch } from './watch.js';
 
 export { kubeApiClient } from './config.js';
@@ -90,6 +92,33 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   return () => {
     for (const w of watches) w.stop();
   };
+}
+
+export interface LeaseCountingOptions {
+  agent: { leaseNamespace: string; leaseLabelSelector: string; leaseLabel: string };
+  kube: Pick<KubeOptions, 'kubeResync'>;
+  client: KubeApiClient | undefined;
+  onCount: (count: number) => void;
+  log: Logger;
+  registry: Registry;
+  backoff?: { initialMs: number; capMs: number };
+}
+
+/** --count-server-leases: starts counting the proxy-servers' Leases; returns the function that stops it. */
+export function startLeaseCounting(o: LeaseCountingOptions): () => void {
+  if (!o.client) throw new Error('--count-server-leases needs --kubeconfig, or running in a pod with a service account');
+  const counter = new LeaseCounter({
+    client: o.client,
+    namespace: o.agent.leaseNamespace,
+    selector: leaseSelector(o.agent),
+    onCount: o.onCount,
+    log: o.log.child({ component: 'leases' }),
+    registry: o.registry,
+    resyncMs: o.kube.kubeResync,
+    backoff: o.backoff,
+  });
+  counter.start();
+  return () => counter.stop();
 }
 
 export interface Guards {

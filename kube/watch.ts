@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { Backoff } from '../agent/backoff.js';
 import type { Logger } from '../observability/log.js';
-import { ApiError, type KubeApiClient, type Query } from './api-client.js';
+import { ApiError, type KubeApiClient, type Query, type WatchEvent } from './api-client.js';
 import type { KubeMetrics, Resource } from './metrics.js';
 
 export interface WatchSpec {
@@ -17,6 +17,16 @@ export interface WatchSpec {
   path: string;
   labelSelector?: string;
   fieldSelector?: string;
+  /** What a 403 means for the agent and which RBAC it needs, said once at warn. */
+  forbidden?: string;
+}
+
+/** What the API server answered a list or a watch request (for metrics under the Go agent's names). */
+export interface WatchObserver {
+  /** A list answered with `code` (200 or a refusal's) and the Status reason ('' for 200), in `seconds`. */
+  list(code: number, reason: string, seconds: number): void;
+  /** A watch accepted (200) or refused. */
+  watch(code: number, reason: string): void;
 }
 
 /**
@@ -45,8 +55,14 @@ export interface ResilientWatchOptions<T extends KubernetesObject> {
   backoff?: { initialMs: number; capMs: number };
   /** Pause before re-opening a watch the server ended at once (a proxy that cuts watches must not make a busy loop). */
   rewatchPauseMs?: number;
+  observer?: WatchObserver;
+  /** The watch failed and is retrying: until the next onList the objects may be out of date. */
+  onError?: () => void;
   random?: () => number;
 }
+
+/** The longest wait between retries of a refused (403) list. */
+const forbiddenRetryMs = 15_000;
 
 /** How long the server keeps one watch open: 5 to 10 minutes, as client-go's reflector asks. */
 const watchSeconds = (random: () => number) => Math.round(300 * (1 + random()));
@@ -99,8 +115,16 @@ export class ResilientWatch<T extends KubernetesObject> {
   }
 
   private async listAndWatch(signal: AbortSignal): Promise<void> {
-    const { client, spec, metrics } = this.opts;
-    const list = await listOf<T>(client, spec, signal);
+    const { client, spec, metrics, observer } = this.opts;
+    const started = performance.now();
+    let list: KubernetesListObject<T>;
+    try {
+      list = await listOf<T>(client, spec, signal);
+    } catch (err) {
+      if (err instanceof ApiError) observer?.list(err.statusCode, err.status?.reason ?? '', (performance.now() - started) / 1000);
+      throw err;
+    }
+    observer?.list(200, '', (performance.now() - started) / 1000);
     if (signal.aborted) return;
     const objects = new Map<string, T>(list.items.map((o) => [keyOf(o), o]));
     let version = list.metadata?.resourceVersion ?? '';
@@ -115,7 +139,7 @@ export class ResilientWatch<T extends KubernetesObject> {
       const overdue = AbortSignal.timeout((seconds + 60) * 1000);
       const opened = Date.now();
       const query = { ...selectors(spec), resourceVersion: version, allowWatchBookmarks: 'true', timeoutSeconds: String(seconds) };
-      await client.watch<T>(spec.path, query, (event) => {
+      const onEvent = (event: WatchEvent<T>) => {
         version = event.object.metadata?.resourceVersion ?? version;
         if (event.type === 'BOOKMARK') return;
         const key = keyOf(event.object);
@@ -123,7 +147,13 @@ export class ResilientWatch<T extends KubernetesObject> {
         else objects.set(key, event.object);
         metrics.lastEvent.set({ resource: this.resource }, Date.now() / 1000);
         this.opts.onList([...objects.values()]);
-      }, AbortSignal.any([signal, overdue]));
+      };
+      try {
+        await client.watch<T>(spec.path, query, { onEvent, onOpen: () => observer?.watch(200, '') }, AbortSignal.any([signal, overdue]));
+      } catch (err) {
+        if (err instanceof ApiError && err.statusCode !== 410) observer?.watch(err.statusCode, err.status?.reason ?? '');
+        throw err;
+      }
       if (signal.aborted) return;
       if (overdue.aborted) throw new Error(`the watch of ${spec.path} went silent past its ${seconds} s timeout`);
       // Ended by the server, as watches are: resume from the last version seen.
@@ -142,16 +172,20 @@ export class ResilientWatch<T extends KubernetesObject> {
       this.opts.log.debug({ resource: this.resource }, 'watch expired (410 Gone): relisting');
       return this.restart();
     }
-    const wait = this.backoff.next();
+    this.opts.onError?.();
+    const forbidden = statusOf(err) === 403;
+    // A grant is picked up within seconds of a RoleBinding, however long the refusals went on.
+    const wait = forbidden ? Math.min(this.backoff.next(), forbiddenRetryMs) : this.backoff.next();
     this.opts.metrics.watchErrors.inc({ resource: this.resource });
     this.opts.metrics.watchSynced.set({ resource: this.resource }, 0);
     const fields = { resource: this.resource, error: describeApiError(err), retryInMs: Math.round(wait) };
-    if (statusOf(err) !== 403) this.opts.log.warn(fields, 'watch failed; keeping the last known objects and retrying');
+    if (!forbidden) this.opts.log.warn(fields, 'watch failed; keeping the last known objects and retrying');
     else if (this.forbiddenSaid) this.opts.log.debug(fields, 'still forbidden');
     else {
       this.forbiddenSaid = true;
-      const path = this.opts.spec.path;
-      this.opts.log.warn({ ...fields, path }, `forbidden to list and watch ${path}: carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`);
+      const { path } = this.opts.spec;
+      const what = this.opts.spec.forbidden ?? `carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`;
+      this.opts.log.warn({ ...fields, path }, `forbidden to list and watch ${path}: ${what}`);
     }
     this.timer = setTimeout(() => {
       this.opts.metrics.watchRestarts.inc({ resource: this.resource, reason: 'error' });

@@ -1,10 +1,50 @@
-// The agent's identifiers, which the hub's destHost strategy matches against the host of each dial:
-// one `host=` per name the rules serve, in the Go agent's URL-query form (`host=a&host=b`). The agent
-// merges them with --agent-identifiers (proto/agent-identifiers.ts mergeIdentifiers).
+// The agent's identifiers, which the hub's destHost strategy matches against the host of each dial
+// (the Go agent's URL-query form, `host=a&host=b`). They are registered in groups, a Connect stream each
+// (agent/server-connection.ts): the agent's own (--agent-identifiers and the cluster's names), which
+// do not change while it runs, and a group per rule (an exposed Service: its name and its hashed
+// cluster-proxy name; a static name), which comes and goes with that rule. A rules edit then opens
+// and closes streams without handing a name from one stream to another.
+import { createHash } from 'node:crypto';
+import { mergeIdentifiers } from '../proto/agent-identifiers.js';
 import type { RuleSet } from './rule-set.js';
 
-export function ruleIdentifiers(rules: RuleSet): string {
-  const params = new URLSearchParams();
-  for (const host of rules.hosts()) params.append('host', host);
-  return params.toString();
+/**
+ * At most this many streams for rule names on each connection to a proxy-server. Past it, groups share
+ * streams by a hash of their names (a group stays in its bucket across edits), and an edit replaces
+ * its bucket's stream: the names in it are then held by two streams for a moment. Each stream costs
+ * the proxy-server a backend (goroutines and a channel), for every agent of the cluster.
+ */
+export const maxGroupStreams = 64;
+
+export interface AgentIdentifiers {
+  /** --agent-identifiers and the cluster's own names. */
+  own: string;
+  /** The rule names, one entry per stream, each sorted (a canonical key). */
+  groups: string[];
+}
+
+const hostQuery = (hosts: readonly string[]) => hosts.map((h) => `host=${encodeURIComponent(h)}`).join('&');
+
+export function agentIdentifiers(flag: string, rules: RuleSet | undefined): AgentIdentifiers {
+  const cluster = rules?.rules.find((r) => r.kind === 'cluster');
+  const own = mergeIdentifiers(flag, hostQuery(cluster?.names ?? []));
+  const taken = new Set(new URLSearchParams(own).getAll('host'));
+  const groups = new Set<string>();
+  for (const rule of rules?.rules ?? []) {
+    if (rule === cluster) continue;
+    const names = rule.names.filter((n) => !taken.has(n));
+    if (names.length > 0) groups.add(hostQuery([...names].sort()));
+  }
+  return { own, groups: packGroups([...groups]) };
+}
+
+/** Groups beyond `max` share streams: each goes to the bucket its hash picks, the same one every time. */
+export function packGroups(groups: readonly string[], max = maxGroupStreams): string[] {
+  if (groups.length <= max) return [...groups].sort();
+  const buckets = new Map<number, string[]>();
+  for (const group of groups) {
+    const bucket = createHash('sha256').update(group).digest().readUInt32BE(0) % max;
+    buckets.set(bucket, [...(buckets.get(bucket) ?? []), group]);
+  }
+  return [...buckets.values()].map((members) => members.sort().join('&')).sort();
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RuleHolder } from './holder.js';
-import { ruleIdentifiers } from './identifiers.js';
+import { agentIdentifiers, packGroups } from './identifiers.js';
 import { hashedServiceHost, normalizeName } from './naming.js';
 import { parseRuleFile } from './rule-file.js';
 import { parseRules, type RuleSet } from './rule-set.js';
@@ -108,11 +108,23 @@ describe('rules', () => {
 });
 
 describe('identifiers', () => {
-  it('lists every served name as host=', () => {
-    const set = rules(['default/search']);
-    expect(ruleIdentifiers(set)).toBe(
-      `host=cluster1&host=cluster1.open-cluster-management-cluster-proxy&host=search.default.cluster1&host=${hashedServiceHost('cluster1', 'default', 'search')}`,
-    );
+  it('the cluster\'s names and --agent-identifiers are the agent\'s own; each rule\'s names are a group', () => {
+    const set = rules(['default/search', 'default/web']);
+    const ids = agentIdentifiers('host=search.default.cluster1&ipv4=10.0.0.1', set);
+    expect(ids.own).toBe('host=search.default.cluster1&ipv4=10.0.0.1&host=cluster1&host=cluster1.open-cluster-management-cluster-proxy');
+    expect(ids.groups).toEqual([`host=${hashedServiceHost('cluster1', 'default', 'search')}`, `host=${hashedServiceHost('cluster1', 'default', 'web')}&host=web.default.cluster1`]);
+    expect(agentIdentifiers('host=a', undefined)).toEqual({ own: 'host=a', groups: [] });
+  });
+
+  it('packs groups past the limit into stable buckets: a group stays in its bucket whatever else changes', () => {
+    const groups = Array.from({ length: 300 }, (_, i) => `host=s${i}.ns.cluster1`);
+    const packed = packGroups(groups, 16);
+    expect(packed.length).toBeLessThanOrEqual(16);
+    expect(packed.flatMap((b) => b.split('&')).sort()).toEqual([...groups].sort());
+    const bucketOf = (p: string[], g: string) => p.find((b) => b.split('&').includes(g));
+    const fewer = packGroups(groups.slice(1), 16);
+    for (const g of groups.slice(1, 50)) expect(bucketOf(fewer, g)!.split('&')).toEqual(bucketOf(packed, g)!.split('&').filter((x) => x !== groups[0]));
+    expect(packGroups(groups.slice(0, 3), 16)).toEqual([...groups.slice(0, 3)].sort());
   });
 });
 

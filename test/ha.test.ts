@@ -72,7 +72,7 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
     expect(agent.agent.readiness.check()).toBeUndefined();
     await echoThrough(hubs[0]!, echo);
     await echoThrough(hubs[2]!, echo);
-    await waitUntil(() => agent.agent.clients.connections().every((c) => c.tunnel.connectionCount === 0), 5000, 'every tunnelled connection to close');
+    await waitUntil(() => agent.agent.clients.connections().every((c) => c.connectionCount === 0), 5000, 'every tunnelled connection to close');
 
     // b comes back on the same port: the agent reconnects to it.
     hubs[1] = await startHub({ serverID: 'server-b', serverCount: 3, agentPort: bPort });

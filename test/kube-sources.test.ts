@@ -53,7 +53,7 @@ beforeAll(async () => {
   dns = await startDns({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 }, holder, registry, log);
   allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(dns.resolver, host), cidrs: [], registry });
   stops.push(holder.onChange((next) => void allowlist.refresh(next)));
-  stops.push(followRuleIdentifiers({ holder, clients: { setIdentifiers: (s) => (identifiers = s) }, extra: '', debounceMs: 50, log }));
+  stops.push(followRuleIdentifiers({ holder, clients: { setIdentifierGroups: (groups) => (identifiers = groups.join('&')) }, extra: '', debounceMs: 50, log }));
   const { values } = parseFlags(kubeFlags, [
     `--kubeconfig=${api.kubeconfigPath}`,
     '--rules-configmap=spoke/rules',

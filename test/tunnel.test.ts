@@ -135,7 +135,7 @@ describe.each(modes)('through the %s frontend', (mode) => {
     const sums = await Promise.all(conns.map((c, i) => echoRoundTrip(c, pattern(4096, i + 1))));
     sums.forEach((s, i) => expect(s).toBe(sha256(pattern(4096, i + 1))));
     conns.forEach((c) => c.destroy());
-    await waitUntil(() => agent.agent.clients.connections()[0]!.tunnel.connectionCount === 0, 5000, 'connections to close');
+    await waitUntil(() => agent.agent.clients.connections()[0]!.connectionCount === 0, 5000, 'connections to close');
   }, 60_000);
 
   it('returns dial failures as errors and keeps serving', async () => {
@@ -160,10 +160,10 @@ describe('agent behaviour seen by the hub', () => {
     const call = (client as unknown as { Proxy(): grpc.ClientDuplexStream<unknown, unknown> }).Proxy();
     call.on('error', () => {});
     call.write({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: 'slow.cluster1:80', random: '4242' } });
-    await waitUntil(() => agent.agent.clients.connections()[0]!.tunnel.pendingDialCount === 1, 2000, 'the dial to reach the agent');
+    await waitUntil(() => agent.agent.clients.connections()[0]!.pendingDialCount === 1, 2000, 'the dial to reach the agent');
     call.cancel();
     client.close();
-    await waitUntil(() => agent.agent.clients.connections()[0]!.tunnel.pendingDialCount === 0, 2000, 'the pending dial to be cancelled');
+    await waitUntil(() => agent.agent.clients.connections()[0]!.pendingDialCount === 0, 2000, 'the pending dial to be cancelled');
     expect(await cancelled()).toBe(before + 1);
   });
 
@@ -182,7 +182,7 @@ describe('agent behaviour seen by the hub', () => {
         // A frontend that sends DATA for a connection it never dialed: the hub has nothing to
         // route, so drive the agent directly through the hub's agent stream API instead.
         const conn = agent.agent.clients.connections()[0]!;
-        conn.tunnel.handle({ type: PacketType.DATA, data: { connectID: '987654321', data: Buffer.from('junk'), error: '' } });
+        conn.registrations()[0]!.tunnel.handle({ type: PacketType.DATA, data: { connectID: '987654321', data: Buffer.from('junk'), error: '' } });
       })(),
       hub.waitForPacket(PacketType.CLOSE_RSP, agent.agent.agentID),
     ]);

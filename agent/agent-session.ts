@@ -1,0 +1,153 @@
+// The agent's connection to one proxy-server replica, on node:http2 directly: one TCP connection, our
+// TLS handshake, one HTTP/2 session with keepalive pings, and on it the agent's AgentService/Connect
+// streams (connect-stream.ts): one per identifier group, so a rules edit opens and closes streams on
+// the replica the agent already holds instead of dialling a load balancer again. That is all the agent
+// needs of gRPC; grpc-js (channels, subchannels, load balancing, interceptors, a stream pipeline and
+// two protobufjs passes per message) was the largest part of the agent's CPU per new dial and of its
+// idle memory (bench/README.md, "Dial CPU"). The hub and the hub-side client keep grpc-js.
+import http2 from 'node:http2';
+import net from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { splitHostPort } from './address.js';
+import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+
+export interface AgentSessionOptions {
+  /** host:port of the proxy-server's agent port. */
+  target: string;
+  /** The TLS handshake on the connected TCP socket. */
+  secure: (socket: net.Socket) => Promise<TLSSocket>;
+  /** TCP connect and TLS together. */
+  timeoutMs: number;
+  /** HTTP/2 flow-control window, per stream and for the connection. */
+  windowBytes: number;
+  /** An HTTP/2 PING this often (0: never); the connection is closed if one goes unanswered. */
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  /** Once, when the connection is gone (after `open` resolved); its streams have ended by then. */
+  onClose: (status: StreamStatus) => void;
+}
+
+export class AgentSession {
+  private closed = false;
+  /** After a GOAWAY the server takes no new streams; the ones open go on until they end. */
+  private goingAway = false;
+  private keepaliveTimer?: NodeJS.Timeout;
+  private readonly streams = new Set<ConnectStream>();
+  /** Why the connection went, once known. */
+  private status?: StreamStatus;
+
+  private constructor(
+    private readonly session: http2.ClientHttp2Session,
+    private readonly opts: AgentSessionOptions,
+  ) {
+    session.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }));
+    session.on('goaway', (code: number) => {
+      this.goingAway = true;
+      this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `the server sent GOAWAY (HTTP/2 error ${code})` };
+    });
+    session.on('close', () => this.finish());
+    this.scheduleKeepalive();
+  }
+
+  /** Connects: TCP, TLS, and the HTTP/2 session on it. */
+  static open(opts: AgentSessionOptions): Promise<AgentSession> {
+    return new Promise((resolve, reject) => {
+      const target = splitHostPort(opts.target);
+      if (typeof target === 'string') return reject(new Error(target));
+      let settled = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket.destroy();
+        reject(err);
+      };
+      const timer = setTimeout(() => fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)), opts.timeoutMs);
+      const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
+      socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
+      socket.once('connect', () => {
+        opts.secure(socket).then((tls) => {
+          if (settled) return void tls.destroy();
+          settled = true;
+          clearTimeout(timer);
+          const session = http2.connect(`https://${opts.target}`, {
+            createConnection: () => tls,
+            settings: { initialWindowSize: opts.windowBytes, enablePush: false },
+            // Node's own cap would reset the session under bulk transfers; the agent's buffer budget bounds memory.
+            maxSessionMemory: Number.MAX_SAFE_INTEGER,
+            // Node refuses to send a header block over 64 KiB; the Go proxy-server takes identifiers
+            // up to ~580 KB (kube/README.md), and its SETTINGS say what it accepts.
+            maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
+          });
+          // The connection's window too (grpc-js does the same): a 64 KiB one stalls bulk transfers on round trips.
+          session.once('remoteSettings', () => {
+            if (!session.destroyed) session.setLocalWindowSize(opts.windowBytes);
+          });
+          resolve(new AgentSession(session, opts));
+        }, fail);
+      });
+    });
+  }
+
+  get target(): string {
+    return this.opts.target;
+  }
+
+  /** True while the connection is up (the Go agent's readiness probe). */
+  get ready(): boolean {
+    return !this.closed && !this.session.closed && !this.session.destroyed;
+  }
+
+  /** Opens one Connect stream and waits for the server's response headers. */
+  async openStream(opts: Omit<ConnectStreamOptions, 'target'>): Promise<ConnectStream> {
+    if (!this.ready) throw new Error(`the connection to ${this.opts.target} is closed`);
+    if (this.goingAway) throw new Error(`${this.opts.target} sent GOAWAY: it takes no new streams on this connection`);
+    const stream = await ConnectStream.open(this.session, { ...opts, target: this.opts.target });
+    if (this.closed) {
+      stream.cancel();
+      throw new Error(`the connection to ${this.opts.target} closed`);
+    }
+    this.streams.add(stream);
+    stream.onceEnded(() => this.streams.delete(stream));
+    return stream;
+  }
+
+  /** Closes the connection once its streams have ended (at most a second later). */
+  end(): void {
+    if (this.closed) return;
+    this.session.close();
+    setTimeout(() => this.close(), 1000).unref();
+  }
+
+  /** Drops the connection and with it every stream. */
+  close(): void {
+    this.session.destroy();
+    this.finish();
+  }
+
+  private finish(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.keepaliveTimer);
+    const status = this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' };
+    for (const stream of [...this.streams]) stream.connectionLost(status);
+    this.opts.onClose(status);
+  }
+
+  private scheduleKeepalive(): void {
+    if (!(this.opts.keepaliveMs > 0) || this.closed) return;
+    this.keepaliveTimer = setTimeout(() => this.ping(), this.opts.keepaliveMs).unref();
+  }
+
+  private ping(): void {
+    const unanswered = setTimeout(() => {
+      this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms` };
+      this.close();
+    }, this.opts.keepaliveTimeoutMs).unref();
+    const sent = this.session.ping((err) => {
+      clearTimeout(unanswered);
+      if (!err) this.scheduleKeepalive();
+    });
+    if (!sent) clearTimeout(unanswered);
+  }
+}

@@ -1,0 +1,201 @@
+// One Connect stream of the agent on a server connection: the identifiers it registered with, the
+// Tunnel that serves the dials the server routes to it, write back-pressure, DRAIN, and retirement.
+// A retired stream stays open until the server has stopped routing to it: no dial pending, no
+// connection open, and no DIAL_REQ for a quiet period after its DRAIN (the server marks it draining
+// when it reads the DRAIN, and routes elsewhere from then on when it can); a DIAL_REQ that arrives
+// meanwhile is served. Closing at the instant it went idle lost the dial the server sent in the
+// milliseconds before it saw the close (ANP's pending dials of a removed backend wait for their
+// deadline: "frontend stream shutdown, cleaning dial").
+import { decodePacket, encodeDataFrame, encodeFrame } from '../proto/packet-codec.js';
+import { Header, PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
+import type { Logger } from '../observability/log.js';
+import type { AgentSession } from './agent-session.js';
+import type { BufferBudget } from './buffer-budget.js';
+import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
+import type { AgentMetrics } from './metrics.js';
+import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
+
+/** Never throws: a packet that does not decode reaches the Tunnel as MalformedPacket. */
+function decode(bytes: Buffer): Packet | MalformedPacket {
+  try {
+    return decodePacket(bytes);
+  } catch (err) {
+    return { malformed: `${(err as Error).message} (${bytes.length} bytes)` };
+  }
+}
+
+export interface RegistrationOptions {
+  agentID: string;
+  /** The identifiers this stream registers (URL-query form; '' for none). */
+  identifiers: string;
+  /** The `authorization` header, read now (a bearer token file is re-read for every stream). */
+  authorization?: () => string;
+  handshakeTimeoutMs: number;
+  dial: Dial;
+  maxBuffer: number;
+  budget: BufferBudget;
+  connectIDs: () => string;
+  /** How long after its last DIAL_REQ a retired stream counts as no longer routed to. */
+  quietMs: number;
+  metrics: AgentMetrics;
+  log: Logger;
+}
+
+export class Registration {
+  readonly tunnel: Tunnel;
+  private stream?: ConnectStream;
+  private readonly writableWaiters: Array<() => void> = [];
+  private closed = false;
+  private drained = false;
+  /** When the last DIAL_REQ arrived, and when DRAIN was sent (performance.now()). */
+  private lastDialAt = 0;
+  private drainedAt = 0;
+  private graceTimer?: NodeJS.Timeout;
+  private readonly closedListeners: Array<(reason: string) => void> = [];
+  /** Resolves when the stream has ended (or never opened): after a graceful close, the server's answer. */
+  private readonly streamEnded: Promise<void>;
+  private endStream!: () => void;
+
+  constructor(private readonly opts: RegistrationOptions) {
+    this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
+    this.tunnel = new Tunnel({
+      sink: { send: (p) => this.send(p), sendData: (id, payload) => this.sendData(id, payload), whenWritable: (resume) => this.writableWaiters.push(resume) },
+      dial: opts.dial,
+      maxBuffer: opts.maxBuffer,
+      budget: opts.budget,
+      connectIDs: opts.connectIDs,
+      pauseIncoming: () => this.stream?.pause(),
+      resumeIncoming: () => this.stream?.resume(),
+      metrics: opts.metrics,
+      log: opts.log,
+    });
+  }
+
+  get identifiers(): string {
+    return this.opts.identifiers;
+  }
+
+  /** Opens the stream on `session`; resolves with the server's response headers. */
+  async open(session: AgentSession): Promise<Record<string, string | string[] | undefined>> {
+    const { opts } = this;
+    const metadata: Record<string, string> = { [Header.agentID.toLowerCase()]: opts.agentID };
+    if (opts.identifiers) metadata[Header.agentIdentifiers.toLowerCase()] = opts.identifiers;
+    if (opts.authorization) metadata[Header.authorization.toLowerCase()] = opts.authorization();
+    let stream: ConnectStream;
+    try {
+      stream = await session.openStream({
+        metadata,
+        timeoutMs: opts.handshakeTimeoutMs,
+        maxMessageBytes: 32 << 20,
+        onMessage: (message) => this.receive(decode(message)),
+        onEnd: (status) => this.ended(status),
+      });
+    } catch (err) {
+      this.endStream();
+      throw err;
+    }
+    this.stream = stream;
+    stream.onDrain(() => {
+      for (const resume of this.writableWaiters.splice(0)) resume();
+    });
+    if (this.closed) stream.cancel();
+    return stream.responseHeaders;
+  }
+
+  private receive(packet: Packet | MalformedPacket): void {
+    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = performance.now();
+    this.tunnel.handle(packet);
+  }
+
+  /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
+  private ended(status: StreamStatus): void {
+    clearTimeout(this.graceTimer);
+    this.endStream();
+    if (this.closed) return;
+    if (status.code === GrpcStatus.OK) return this.close('stream ended by server');
+    this.opts.metrics.streamErrors.inc({ segment: 'to_agent', code: String(status.code), packet_type: 'UNKNOWN' });
+    this.close(`stream error: ${grpcStatusName(status.code)}: ${status.details}`);
+  }
+
+  /** Writes a packet; false means the stream is backed up (the caller waits for whenWritable). */
+  send(packet: OutPacket): boolean {
+    if (this.closed || !this.stream) return true;
+    this.opts.metrics.observePacket('from_agent', packet.type);
+    return this.stream.write(encodeFrame(packet));
+  }
+
+  private sendData(connectID: bigint, payload: Uint8Array): boolean {
+    if (this.closed || !this.stream) return true;
+    this.opts.metrics.observePacket('from_agent', PacketType.DATA);
+    return this.stream.write(encodeDataFrame(connectID, payload));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  get isDraining(): boolean {
+    return this.drained;
+  }
+
+  onClosed(listener: (reason: string) => void): void {
+    if (this.closed) listener('closed');
+    else this.closedListeners.push(listener);
+  }
+
+  /** Tells the server this stream is going away: it then prefers other streams and agents for new dials. */
+  drain(): void {
+    if (this.drained || this.closed) return;
+    this.drained = true;
+    this.drainedAt = performance.now();
+    this.opts.metrics.drains.inc();
+    this.send({ type: PacketType.DRAIN, drain: {} });
+    this.opts.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
+  }
+
+  /**
+   * DRAIN, then close once the server has stopped routing here (nothing pending or open, no DIAL_REQ
+   * for the quiet period), or after `timeoutMs` regardless. Resolves when closed.
+   */
+  async retire(timeoutMs: number, reason: string): Promise<void> {
+    this.drain();
+    const deadline = performance.now() + timeoutMs;
+    while (!this.closed) {
+      // Quiet since the DRAIN too: the server routes here until it has read it.
+      const quietFor = performance.now() - Math.max(this.lastDialAt, this.drainedAt);
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      if (this.tunnel.isIdle && quietFor >= this.opts.quietMs) break;
+      // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
+      const wait = this.tunnel.isIdle ? this.opts.quietMs - quietFor : left;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.tunnel.isIdle ? new Promise<void>(() => {}) : this.tunnel.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(wait, left)))), this.whenClosed()]);
+      clearTimeout(timer);
+    }
+    this.close(reason, true);
+    await this.streamEnded;
+  }
+
+  private whenClosed(): Promise<void> {
+    return new Promise((resolve) => this.onClosed(() => resolve()));
+  }
+
+  /**
+   * Ends the stream. `graceful` half-closes it so packets already written (a DRAIN, a last
+   * CLOSE_RSP) reach the server first; the server then ends its side, or we reset after a grace.
+   */
+  close(reason: string, graceful = false): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.tunnel.abortAll();
+    for (const resume of this.writableWaiters.splice(0)) resume();
+    const { stream } = this;
+    if (stream && graceful) {
+      stream.end();
+      this.graceTimer = setTimeout(() => stream.cancel(), 5000).unref();
+    } else if (stream) stream.cancel();
+    else this.endStream();
+    this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
+    for (const listener of this.closedListeners.splice(0)) listener(reason);
+  }
+}
