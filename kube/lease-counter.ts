@@ -5,15 +5,20 @@
 // new server is dialled and a gone one dropped without a periodic check. Unlike the Go agent, which
 // blocks its start on the Lease cache (and never becomes ready without RBAC for it), the agent serves
 // by the serverCount header until the Leases can be read, and picks them up once they can.
-import type { V1Lease } from '@kubernetes/client-node';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { Logger } from '../observability/log.js';
 import type { KubeApiClient } from './api-client.js';
 import { kubeMetrics } from './metrics.js';
 import { ResilientWatch } from './watch.js';
 
+/** What the agent reads of a Lease (coordination.k8s.io/v1); the times as the API server sends them. */
+export interface Lease {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  spec?: { renewTime?: string; acquireTime?: string; leaseDurationSeconds?: number };
+}
+
 /** When a Lease stops being valid (renewTime, else acquireTime, plus its duration), in ms; undefined: never valid. */
-export function leaseExpiry(lease: V1Lease): number | undefined {
+export function leaseExpiry(lease: Lease): number | undefined {
   const renewed = lease.spec?.renewTime ?? lease.spec?.acquireTime;
   const seconds = lease.spec?.leaseDurationSeconds;
   if (renewed === undefined || seconds === undefined) return undefined;
@@ -24,7 +29,7 @@ export function leaseExpiry(lease: V1Lease): number | undefined {
  * The Go agent's count: Leases valid at `now`, at least 1 (no valid Lease: "assuming server count of
  * 1"); and when the earliest of them expires, to count again then.
  */
-export function countLeases(leases: readonly V1Lease[], now: number): { count: number; nextExpiry?: number } {
+export function countLeases(leases: readonly Lease[], now: number): { count: number; nextExpiry?: number } {
   let count = 0;
   let nextExpiry: number | undefined;
   for (const lease of leases) {
@@ -70,8 +75,8 @@ export interface LeaseCounterOptions {
 }
 
 export class LeaseCounter {
-  private readonly watch: ResilientWatch<V1Lease>;
-  private leases: readonly V1Lease[] = [];
+  private readonly watch: ResilientWatch<Lease>;
+  private leases: readonly Lease[] = [];
   private timer?: NodeJS.Timeout;
   private last?: number;
   private readonly now: () => number;
@@ -80,7 +85,7 @@ export class LeaseCounter {
     this.now = opts.now ?? Date.now;
     const metrics = leaseMetrics(opts.registry);
     const path = `/apis/coordination.k8s.io/v1/namespaces/${opts.namespace}/leases`;
-    this.watch = new ResilientWatch<V1Lease>({
+    this.watch = new ResilientWatch<Lease>({
       client: opts.client,
       spec: {
         resource: 'leases',

@@ -30,10 +30,15 @@ export interface HealthServerOptions {
   log: Logger;
 }
 
-/** A registry for /metrics that starts with the process's own metrics (CPU, memory, event loop, GC). */
+/**
+ * A registry for /metrics that starts with the process's own metrics (CPU, memory, event loop, GC).
+ * The event-loop delay histogram (nodejs_eventloop_lag_*) samples the loop once a second, not every
+ * 10 ms (prom-client's default): a timer 100 times a second was most of an idle agent's CPU and
+ * wake-ups (bench/README.md, "Idle CPU").
+ */
 export function processRegistry(): Registry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 1000 });
   return registry;
 }
 

@@ -296,3 +296,28 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
     expect(objs.filter((o) => o.roleRef?.name === 'spoke-agent-dns-debugger')).toEqual([]);
   });
 });
+
+describe('manifests/lease-counting (optional component: the server count from the proxy-servers\' Leases)', () => {
+  const objs = renderWithComponent('lease-counting');
+  const ds = one(objs, 'DaemonSet', 'spoke-agent');
+  const ns = ds.metadata.namespace as string;
+  const pod = ds.spec.template.spec as Obj;
+  const container = (pod.containers as Obj[]).find((c) => c.name === 'spoke-agent')!;
+  const { values } = parseContainer(pod, container, ns);
+  const sa = one(objs, 'ServiceAccount');
+
+  it('turns lease counting on and lets the agent read the Leases where it counts them, nothing more', () => {
+    expect(values.countServerLeases).toBe(true);
+    const base = render(manifests);
+    const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['Role/spoke-agent-leases', 'RoleBinding/spoke-agent-leases']);
+    const role = one(objs, 'Role', 'spoke-agent-leases');
+    expect(role.metadata.namespace).toBe(values.leaseNamespace);
+    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] }]);
+    expect(one(objs, 'RoleBinding', 'spoke-agent-leases')).toMatchObject({
+      metadata: { namespace: values.leaseNamespace },
+      roleRef: { kind: 'Role', name: 'spoke-agent-leases' },
+      subjects: [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns }],
+    });
+  });
+});

@@ -12,7 +12,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export type Collection = 'configmaps' | 'services' | 'namespaces';
+export type Collection = 'configmaps' | 'services' | 'namespaces' | 'leases';
 
 interface Obj {
   apiVersion: string;
@@ -35,7 +35,8 @@ interface Watcher {
   res: http.ServerResponse;
 }
 
-const kinds: Record<Collection, string> = { configmaps: 'ConfigMap', services: 'Service', namespaces: 'Namespace' };
+const kinds: Record<Collection, string> = { configmaps: 'ConfigMap', services: 'Service', namespaces: 'Namespace', leases: 'Lease' };
+const apiVersions: Record<Collection, string> = { configmaps: 'v1', services: 'v1', namespaces: 'v1', leases: 'coordination.k8s.io/v1' };
 
 export interface FakeUser {
   username: string;
@@ -104,7 +105,7 @@ export class FakeApiServer {
     const key = this.key(collection, obj.metadata.namespace, obj.metadata.name);
     const existing = this.objects.get(key);
     const stored: Obj = {
-      apiVersion: 'v1',
+      apiVersion: apiVersions[collection],
       kind: kinds[collection],
       ...structuredClone(obj),
       metadata: { ...structuredClone(obj.metadata), uid: existing?.metadata.uid ?? `uid-${key}`, resourceVersion: String(++this.rv) },
@@ -132,6 +133,12 @@ export class FakeApiServer {
 
   namespace(name: string, labels: Record<string, string> = {}): void {
     this.apply('namespaces', { metadata: { name, labels } });
+  }
+
+  /** A proxy-server's Lease as --enable-lease-controller keeps it, renewed at `renewTime`. */
+  lease(namespace: string, name: string, opts: { labels?: Record<string, string>; renewTime?: Date; durationSeconds?: number } = {}): void {
+    const spec = { holderIdentity: name, leaseDurationSeconds: opts.durationSeconds ?? 30, renewTime: (opts.renewTime ?? new Date()).toISOString() };
+    this.apply('leases', { metadata: { namespace, name, labels: opts.labels ?? { 'k8s-app': 'konnectivity-server' } }, spec });
   }
 
   // --- faults ---
@@ -200,13 +207,13 @@ export class FakeApiServer {
       return status(res, f!.status, 'InternalError', 'injected failure');
     }
     if (req.method === 'POST') return void readJson(req).then((body) => this.review(url.pathname, body, res));
-    const m = /^\/api\/v1(?:\/namespaces\/([^/]+))?\/(configmaps|services|namespaces)$/.exec(url.pathname);
+    const m = /^\/(?:api\/v1|apis\/coordination\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(configmaps|services|namespaces|leases)$/.exec(url.pathname);
     if (req.method !== 'GET' || !m) return status(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const [, namespace, collection] = m as unknown as [string, string | undefined, Collection];
     const matches = selectorMatcher(url.searchParams.get('labelSelector') ?? '', url.searchParams.get('fieldSelector') ?? '');
     if (url.searchParams.get('watch') === 'true') return this.watch(collection, namespace, matches, url.searchParams.get('resourceVersion') ?? '', res);
     const items = [...this.objects.entries()].filter(([k, o]) => k.startsWith(`${collection}/`) && (!namespace || o.metadata.namespace === namespace) && matches(o)).map(([, o]) => o);
-    json(res, 200, { apiVersion: 'v1', kind: `${kinds[collection]}List`, metadata: { resourceVersion: String(this.rv) }, items });
+    json(res, 200, { apiVersion: apiVersions[collection], kind: `${kinds[collection]}List`, metadata: { resourceVersion: String(this.rv) }, items });
   }
 
   private watch(collection: Collection, namespace: string | undefined, matches: (o: Obj) => boolean, from: string, res: http.ServerResponse): void {

@@ -112,6 +112,15 @@ export class GoServer {
     await terminate(proc, new Promise((r) => proc.once('exit', r)), 3000);
   }
 
+  /** SIGKILL: no graceful stop (a v0.36 server deletes its Lease when it stops; a killed one leaves it to expire). */
+  async kill(): Promise<void> {
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((r) => proc.once('exit', r));
+    proc.kill('SIGKILL');
+    await exited;
+  }
+
   metrics(): Promise<string> {
     return httpText(`http://127.0.0.1:${this.ports.admin}/metrics`);
   }

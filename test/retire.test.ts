@@ -1,0 +1,83 @@
+// Retiring a stream without losing a dial, against our hub (destHost, which like the Go v0.36 server
+// routes a name to a draining stream only when no other holds it): the stream of a rule gone sends DRAIN
+// and stays open while the hub still routes dials to it, serving each; it closes a quiet second after the
+// last one, and never while a connection through it is open.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dialThroughProxy } from '../client/dial.js';
+import { ProxyHub } from '../hub/proxy-server.js';
+import { PacketType } from '../proto/packet-types.js';
+import { startAgent, type StartedAgent } from './support/agent.js';
+import { makePki } from './support/certs.js';
+import { echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
+
+let hub: ProxyHub;
+let echo: Target;
+let agent: StartedAgent;
+
+beforeAll(async () => {
+  const pki = makePki();
+  echo = await startEchoServer();
+  hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) } });
+  agent = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-id=retiring', '--drain-timeout=20s'], {
+    identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
+    resolve: async () => ['127.0.0.1'],
+  });
+  await agent.ready();
+  await waitUntil(() => hub.agents().length === 2, 5000, 'both streams');
+});
+
+afterAll(async () => {
+  agent?.stop();
+  await hub?.close();
+  await echo?.close();
+});
+
+async function echoThrough(host: string): Promise<void> {
+  const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `${host}:${echo.port}`, timeoutMs: 5000 });
+  try {
+    expect(await echoRoundTrip(conn, Buffer.from(host))).toBe(sha256(host));
+  } finally {
+    conn.destroy();
+  }
+}
+
+describe('a retired stream', () => {
+  it('serves the dials routed to it after its DRAIN, and closes a quiet second after the last, not before its connection ends', async () => {
+    const held = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `old.cluster1:${echo.port}`, timeoutMs: 5000 });
+    const drained = hub.waitForPacket(PacketType.DRAIN, 'retiring');
+    agent.agent.clients.setIdentifierGroups(['host=new.cluster1']);
+    await drained;
+    await waitUntil(() => hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')), 2000, 'the new group');
+    // The only stream with the old name drains but is still routed to: every dial is served.
+    const start = performance.now();
+    while (performance.now() - start < 1500) await echoThrough('old.cluster1');
+    expect(hub.agents().find((a) => a.identifiers.host.includes('old.cluster1'))?.draining).toBe(true);
+    // The connection through it keeps it open however quiet it gets.
+    await new Promise((r) => setTimeout(r, 1300));
+    expect(hub.agents().some((a) => a.identifiers.host.includes('old.cluster1'))).toBe(true);
+    expect(await echoRoundTrip(held, Buffer.from('still'))).toBe(sha256('still'));
+    // Quiet for long enough already: it closes as soon as the connection ends.
+    held.destroy();
+    await waitUntil(() => !hub.agents().some((a) => a.identifiers.host.includes('old.cluster1')), 1000, 'the retired stream to close');
+    await expect(echoThrough('old.cluster1')).rejects.toThrow(/No agent available/);
+
+    // A stream retired while dials keep coming: open until a quiet second after the last.
+    agent.agent.clients.setIdentifierGroups(['host=newer.cluster1']);
+    await waitUntil(() => hub.agents().some((a) => a.identifiers.host.includes('newer.cluster1')), 2000, 'the newer group');
+    let lastDial = performance.now();
+    while (performance.now() - lastDial < 500 && hub.agents().some((a) => a.identifiers.host.includes('new.cluster1'))) {
+      await echoThrough('new.cluster1');
+      if (performance.now() - start > 10_000) break;
+    }
+    lastDial = performance.now();
+    await waitUntil(() => !hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')), 5000, 'the second retired stream to close');
+    expect(performance.now() - lastDial).toBeGreaterThanOrEqual(900);
+    await echoThrough('newer.cluster1');
+    await echoThrough('own.cluster1');
+    // No name changed streams, so nothing like the Go server's "should not happen".
+    expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
+  });
+
+});
