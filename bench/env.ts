@@ -1,16 +1,17 @@
 // What every bench section runs against: the PKI, processes (our hub, our agent, and the Go
-// proxy-server and agent when their binaries are found: ANP_BIN_DIR, else ~/.cache/spoke-agent/anp), the ways to reach a target ("routes"), and the
-// targets. Everything listens on 127.0.0.1; every process is stopped by its PID.
+// proxy-server and agent when their binaries are found: the newest ANP release in the reference cache,
+// v0.36.0 (ANP_V036_BIN_DIR, else ~/.cache/spoke-agent/anp-v0.36), what cluster-proxy pins, else
+// release-0.30 (ANP_BIN_DIR, else ~/.cache/spoke-agent/anp)), the ways to reach a target ("routes"),
+// and the targets. Everything listens on 127.0.0.1; every process is stopped by its PID.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
-import { goServerFlags, goServerPorts, type GoServerPorts } from '../test/support/go-proxy-server.js';
-import { missingBinariesNote, referenceBinDir } from '../test/support/reference-bins.js';
+import { anpReleases, goServerFlags, goServerPorts, newestAnpRelease, type GoServerPorts } from '../test/support/go-proxy-server.js';
 import { buildDist, terminate } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
@@ -22,9 +23,10 @@ const profileDir = process.env.BENCH_CPU_PROF;
 /** Set BENCH_NODE_FLAGS='--no-maglev ...' to try V8/Node flags on the agent and hub processes. */
 const nodeFlags = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const goBinaries = ['proxy-server', 'proxy-agent'];
+const goRelease = newestAnpRelease(goBinaries);
 /** The Go reference binaries' folder, or undefined to bench without them (`goReferenceNote` says why). */
-export const anpBinDir = referenceBinDir('ANP_BIN_DIR', 'anp', goBinaries);
-export const goReferenceNote = anpBinDir ?? `none (${missingBinariesNote('ANP_BIN_DIR', 'anp', goBinaries)})`;
+export const anpBinDir = goRelease?.dir;
+export const goReferenceNote = goRelease ? `ANP ${goRelease.name} (${goRelease.dir})` : `none (${anpReleases(goBinaries).missing.join('; ')})`;
 
 
 const clockTicks = 100; // USER_HZ on Linux
@@ -67,6 +69,26 @@ export class Proc {
     const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  }
+
+  /**
+   * CPU time in ns and context switches so far, summed over the process's threads
+   * (/proc/PID/task/TID/schedstat and status): finer than clock ticks, for an idle process. A switch is
+   * a wake-up of a thread: voluntary (it slept, e.g. on a timer or I/O) or not.
+   */
+  schedStats(): { cpuNs: number; switches: number } {
+    let cpuNs = 0;
+    let switches = 0;
+    for (const tid of readdirSync(`/proc/${this.pid}/task`)) {
+      try {
+        cpuNs += Number(readFileSync(`/proc/${this.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+        const status = readFileSync(`/proc/${this.pid}/task/${tid}/status`, 'utf8');
+        switches += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0) + Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+    return { cpuNs, switches };
   }
 
   /** First stdout line (the hub prints its ports). */
@@ -185,7 +207,11 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', po
     const read = (suffix: string) => sampleValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
     return { sum: read('sum'), count: read('count') };
   };
-  const readyBackends = async () => sampleValue((await httpOk(health, '/metrics')) ?? '', 'konnectivity_network_proxy_server_ready_backends') ?? 0;
+  // ready_backends is v0.31+; release-0.30 has only ready_backend_connections.
+  const readyBackends = async () => {
+    const text = (await httpOk(health, '/metrics')) ?? '';
+    return sampleValue(text, 'konnectivity_network_proxy_server_ready_backends') ?? sampleValue(text, 'konnectivity_network_proxy_server_ready_backend_connections') ?? 0;
+  };
   const frontendAt = udsPath ? { udsPath } : mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server };
   return { kind: 'go', proc, agentPort: agent, ...frontendAt, tls: !udsPath, dialDurations, readyBackends, goPorts };
 }
@@ -193,6 +219,8 @@ export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', po
 export interface AgentProc {
   kind: 'ours' | 'go';
   proc: Proc;
+  /** Where its /healthz and /readyz are (127.0.0.1). */
+  healthPort: number;
   /** Our agent: /metrics nodejs_heap_size_used_bytes. */
   heapUsed(): Promise<number | undefined>;
   /** Our agent: a gauge or counter from /metrics (first series). */
@@ -207,7 +235,7 @@ export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[]
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags], wrap);
   await waitReady(proc, health, '/readyz');
   const metric = async (name: string) => sampleValue((await httpOk(health, '/metrics')) ?? '', name);
-  return { kind: 'ours', proc, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
+  return { kind: 'ours', proc, healthPort: health, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
 }
 
 export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
@@ -217,7 +245,7 @@ export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
     '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];
   const proc = new Proc('go-agent', spawn(join(anpBinDir!, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
   await waitReady(proc, health, '/readyz');
-  return { kind: 'go', proc, heapUsed: async () => undefined, metric: async () => undefined };
+  return { kind: 'go', proc, healthPort: health, heapUsed: async () => undefined, metric: async () => undefined };
 }
 
 /** One way of reaching a target: direct TCP, or a frontend of a hub. */
