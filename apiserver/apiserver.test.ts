@@ -17,6 +17,7 @@ const data = {
   'requestheader-client-ca-file': frontProxyCa.cert,
   'requestheader-allowed-names': '["front-proxy-client"]',
   'requestheader-username-headers': '["X-Remote-User"]',
+  'requestheader-uid-headers': '["X-Remote-Uid"]',
   'requestheader-group-headers': '["X-Remote-Group"]',
   'requestheader-extra-headers-prefix': '["X-Remote-Extra-"]',
 };
@@ -26,7 +27,7 @@ const frontProxy = [x509(frontProxyCa.issue('front-proxy-client', { client: true
 
 describe('parseAuthenticationConfig', () => {
   it('reads both bundles and the header names (lower-cased), and keeps the PEM for the TLS layer', () => {
-    expect(config.requestHeader).toMatchObject({ allowedNames: ['front-proxy-client'], usernameHeaders: ['x-remote-user'], groupHeaders: ['x-remote-group'], extraHeaderPrefixes: ['x-remote-extra-'] });
+    expect(config.requestHeader).toMatchObject({ allowedNames: ['front-proxy-client'], usernameHeaders: ['x-remote-user'], uidHeaders: ['x-remote-uid'], groupHeaders: ['x-remote-group'], extraHeaderPrefixes: ['x-remote-extra-'] });
     expect(config.clientCa).toHaveLength(1);
     expect(config.caPem).toEqual([clientCa.cert, frontProxyCa.cert]);
   });
@@ -44,6 +45,16 @@ describe('authenticate', () => {
   it('takes the user, every group and the extras from the front proxy\'s headers', () => {
     const headers = { 'x-remote-user': ['alice'], 'x-remote-group': ['ops', 'a,b'], 'x-remote-extra-scopes%2fx': ['1', '2'], authorization: ['Bearer ignored'] };
     expect(authenticate(config, { chain: frontProxy, headers }, now)).toEqual({ kind: 'user', method: 'front-proxy', user: { username: 'alice', groups: ['ops', 'a,b'], extra: { 'scopes/x': ['1', '2'] } } });
+  });
+
+  it('takes the UID from requestheader-uid-headers when the ConfigMap names them, and only then', () => {
+    const headers = { 'x-remote-user': ['alice'], 'x-remote-uid': ['', ' 1f2e-3d4c '] };
+    expect(authenticate(config, { chain: frontProxy, headers }, now)).toMatchObject({ kind: 'user', user: { username: 'alice', uid: '1f2e-3d4c' } });
+    const { 'requestheader-uid-headers': _, ...published128 } = data;
+    const before133 = parseAuthenticationConfig(published128).config;
+    expect(before133.requestHeader?.uidHeaders).toEqual([]);
+    const auth = authenticate(before133, { chain: frontProxy, headers }, now);
+    expect(auth.kind === 'user' && 'uid' in auth.user).toBe(false);
   });
 
   it('ignores identity headers on a request without the front-proxy certificate', () => {

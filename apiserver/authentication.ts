@@ -2,7 +2,7 @@
 // server publishes in kube-system/extension-apiserver-authentication. In order:
 //   1. a client certificate that chains to the request-header CA, with a common name among the
 //      allowed names (any name when the list is empty): the aggregator (front proxy) speaking; the
-//      user, groups and extras come from its headers;
+//      user, UID, groups and extras come from its headers;
 //   2. a client certificate that chains to the client CA: the user is its CN, the groups its O;
 //   3. a bearer token: for TokenReview (the caller does that I/O);
 //   4. nobody: 401.
@@ -22,6 +22,8 @@ export interface RequestHeaderConfig {
   allowedNames: string[];
   /** Lower-case header names. */
   usernameHeaders: string[];
+  /** `requestheader-uid-headers` (Kubernetes 1.32 and later publish it; empty before): the user's UID. */
+  uidHeaders: string[];
   groupHeaders: string[];
   extraHeaderPrefixes: string[];
 }
@@ -68,6 +70,7 @@ export function parseAuthenticationConfig(data: Record<string, string> | undefin
       ca: requestHeaderCa,
       allowedNames: names('requestheader-allowed-names', false),
       usernameHeaders: names('requestheader-username-headers', true),
+      uidHeaders: names('requestheader-uid-headers', true),
       groupHeaders: names('requestheader-group-headers', true),
       extraHeaderPrefixes: names('requestheader-extra-headers-prefix', true),
     };
@@ -89,9 +92,13 @@ export interface RequestCredentials {
 }
 
 
+/** The first non-empty value of the first of `names` that has one. */
+const firstValue = (names: string[], headers: RequestCredentials['headers']) => names.map((h) => headers[h]?.find((v) => v.trim() !== '')).find((v) => v !== undefined)?.trim();
+
 function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['headers']): UserInfo | undefined {
-  const username = rh.usernameHeaders.map((h) => headers[h]?.find((v) => v.trim() !== '')).find((v) => v !== undefined);
+  const username = firstValue(rh.usernameHeaders, headers);
   if (username === undefined) return undefined;
+  const uid = firstValue(rh.uidHeaders, headers);
   const groups = rh.groupHeaders.flatMap((h) => headers[h] ?? []);
   const extra: Record<string, string[]> = {};
   for (const [name, values] of Object.entries(headers)) {
@@ -101,7 +108,7 @@ function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['heade
     const key = decodeSegment(name.slice(prefix.length)).toLowerCase();
     (extra[key] ??= []).push(...values);
   }
-  return { username: username.trim(), groups, ...(Object.keys(extra).length ? { extra } : {}) };
+  return { username, ...(uid !== undefined ? { uid } : {}), groups, ...(Object.keys(extra).length ? { extra } : {}) };
 }
 
 export function authenticate(config: AuthenticationConfig, request: RequestCredentials, now: Date): Authentication {

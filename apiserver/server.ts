@@ -1,7 +1,7 @@
 // The dns.spoke-agent.io API over TLS: each request is authenticated (front-proxy headers, client
 // certificate or bearer token: authentication.ts), authorized with a SubjectAccessReview for what it
-// asks (attributes.ts), then answered (routes.ts). Token and access reviews are cached briefly; an
-// API server that does not answer is a 503, never cached. The serving certificate is re-read when
+// asks (attributes.ts), then answered (routes.ts). Token and access reviews are cached as the generic
+// API server caches them (reviewCache); an API server that does not answer is a 503, never cached. The serving certificate is re-read when
 // its files change (a mounted Secret's rotation), the CA names asked of clients when the
 // authentication configuration does.
 import { X509Certificate } from 'node:crypto';
@@ -34,7 +34,17 @@ export interface ApiServerOptions {
   registry: Registry;
   /** How often the serving certificate's files are checked for a change. */
   certCheckMs?: number;
+  /** The clock of the review caches. */
+  now?: () => number;
 }
+
+/**
+ * The defaults of k8s.io/apiserver's delegated authentication and authorization: TokenReview answers
+ * 10 s, SubjectAccessReview answers 10 s allowed and 10 s denied; system:masters is allowed without a
+ * review.
+ */
+export const reviewCache = { tokenMs: 10_000, allowedMs: 10_000, deniedMs: 10_000 };
+const alwaysAllowedGroup = 'system:masters';
 
 type Access = { allowed: boolean; reason?: string };
 
@@ -66,8 +76,8 @@ export class ApiServer {
   constructor(private readonly opts: ApiServerOptions) {
     this.config = opts.authentication;
     this.metrics = new ApiMetrics(opts.registry);
-    this.users = new TtlCache({ ttlMs: 10_000 });
-    this.access = new TtlCache({ ttlMs: 10_000 });
+    this.users = new TtlCache({ ttlMs: reviewCache.tokenMs, now: opts.now });
+    this.access = new TtlCache({ ttlMs: reviewCache.allowedMs, now: opts.now });
     this.certFingerprint = new TlsFingerprint({ caCert: '', agentCert: opts.certFile, agentKey: opts.keyFile, serviceAccountTokenPath: '' });
     this.appliedCert = this.certFingerprint.current();
     // The certificate is judged per request against the bundle that applies (authentication.ts).
@@ -145,11 +155,12 @@ export class ApiServer {
   }
 
   private async authorize(user: UserInfo, attributes: AccessAttributes): Promise<Access> {
+    if (user.groups?.includes(alwaysAllowedGroup)) return { allowed: true };
     const key = JSON.stringify([user, attributes]);
     const hit = this.access.get(key);
     if (hit) return hit;
     const answer = await this.opts.reviewer.authorize(user, attributes);
-    this.access.set(key, answer);
+    this.access.set(key, answer, answer.allowed ? reviewCache.allowedMs : reviewCache.deniedMs);
     return answer;
   }
 

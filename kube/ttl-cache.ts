@@ -25,9 +25,10 @@ export class TtlCache<V> {
     return undefined;
   }
 
-  set(key: string, value: V): void {
+  /** `ttlMs`: this entry's lifetime, when it is not the cache's (e.g. allowed and denied decisions differ). */
+  set(key: string, value: V, ttlMs = this.opts.ttlMs): void {
     this.entries.delete(key);
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, expires: this.now() + this.opts.ttlMs });
+    this.entries.set(key, { value, expires: this.now() + ttlMs });
   }
 }

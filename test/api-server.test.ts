@@ -37,6 +37,7 @@ const authenticationData = (allowedNames: string[]) => ({
   'requestheader-client-ca-file': frontProxyCa.cert,
   'requestheader-allowed-names': JSON.stringify(allowedNames),
   'requestheader-username-headers': '["X-Remote-User"]',
+  'requestheader-uid-headers': '["X-Remote-Uid"]',
   'requestheader-group-headers': '["X-Remote-Group"]',
   'requestheader-extra-headers-prefix': '["X-Remote-Extra-"]',
 });
@@ -82,16 +83,17 @@ function call(path: string, { cert, headers = {} }: Call = {}): Promise<{ status
 const sarsFor = (user: string) => api.accessReviews.filter((r) => r.user === user);
 
 describe('dns.spoke-agent.io on its own port', () => {
-  it('trusts the front proxy\'s headers: user, every group and the extras reach the SubjectAccessReview', async () => {
+  it('trusts the front proxy\'s headers: user, UID, every group and the extras reach the SubjectAccessReview', async () => {
     const res = await call(`${base}/resolutions/kubernetes.default.cluster1`, {
       cert: frontProxy,
-      headers: { 'X-Remote-User': 'alice', 'X-Remote-Group': ['ops', 'a,b'], 'X-Remote-Extra-Scopes%2fToken': 'x' },
+      headers: { 'X-Remote-User': 'alice', 'X-Remote-Uid': 'alice-uid-1', 'X-Remote-Group': ['ops', 'a,b'], 'X-Remote-Extra-Scopes%2fToken': 'x' },
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toMatchObject({ apiVersion: 'dns.spoke-agent.io/v1alpha1', kind: 'Resolution', metadata: { name: 'kubernetes.default.cluster1' }, spec: { type: 'A' } });
     expect(res.body.status).toMatchObject({ action: 'rule', rcode: 'NOERROR', cnameChain: ['kubernetes.default.cluster1 -> kubernetes.default.svc.cluster.test'], addresses: ['127.0.0.1'] });
     expect(res.body.status.reason).toMatch(/^rule --expose=default\/kubernetes/);
     expect(sarsFor('alice').at(-1)).toMatchObject({
+      uid: 'alice-uid-1',
       groups: ['ops', 'a,b', 'system:authenticated'],
       extra: { 'scopes/token': ['x'] },
       resourceAttributes: { verb: 'get', group: 'dns.spoke-agent.io', version: 'v1alpha1', resource: 'resolutions', name: 'kubernetes.default.cluster1' },
@@ -200,6 +202,36 @@ describe('dns.spoke-agent.io on its own port', () => {
       expect(await handshake(first.cert)).toMatch(/self[- ]signed|unable to verify|certificate/i);
     } finally {
       await rotating.close();
+    }
+  });
+
+  it('caches reviews as the generic API server does: tokens 10 s, allowed 10 s, denied 10 s; system:masters needs none', async () => {
+    let now = 1_000_000;
+    const asked = { tokens: 0, access: 0 };
+    const reviewer = {
+      authenticate: async (token: string) => (asked.tokens++, token === 'root-token' ? { username: 'root', groups: ['system:masters'] } : { username: token.replace(/-token$/, '') }),
+      authorize: async (user: { username: string }) => (asked.access++, { allowed: user.username === 'yes', reason: 'test' }),
+    };
+    const cached = new ApiServer({ host: '127.0.0.1', port: 0, certFile: pki.serverCert, keyFile: pki.serverKey, authentication: parseAuthenticationConfig({}).config, reviewer, routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder }, log, registry: new Registry(), now: () => now });
+    const { port } = await cached.listen();
+    const as = (token: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = https.get({ host: '127.0.0.1', port, path: `${base}/resolutions/cluster1`, ca: readFileSync(pki.caCert), headers: { authorization: `Bearer ${token}` }, agent: false }, (res) => (res.resume(), resolve(res.statusCode!)));
+        req.on('error', reject);
+      });
+    try {
+      expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
+      expect(asked).toEqual({ tokens: 2, access: 2 });
+      now += 9_999;
+      expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
+      expect(asked).toEqual({ tokens: 2, access: 2 });
+      now += 2;
+      expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
+      expect(asked).toEqual({ tokens: 4, access: 4 });
+      expect(await as('root-token')).toBe(200);
+      expect(asked).toEqual({ tokens: 5, access: 4 });
+    } finally {
+      await cached.close();
     }
   });
 
