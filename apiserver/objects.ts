@@ -1,7 +1,7 @@
 // The objects the API answers with, Kubernetes-style (apiVersion, kind, metadata), and Status for
 // errors, so kubectl prints them as it prints any API server's.
 import { explanationReason, type Explanation } from '../dns/explain.js';
-import type { RuleSet } from '../rules/rule-set.js';
+import type { RuleHolder } from '../rules/holder.js';
 import { groupVersion, resources } from './discovery.js';
 
 export interface Status {
@@ -21,12 +21,15 @@ export function status(code: number, message: string, details?: Status['details'
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: reasons[code] ?? 'Unknown', code, ...(details ? { details } : {}) };
 }
 
-/** `Resolution NAME`: the explanation, plus its reason in words and the CNAME chain and addresses pulled out. */
-export function resolution(e: Explanation, now = new Date()) {
+/** A metav1.Time: RFC 3339 in UTC, whole seconds. */
+export const timestamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+
+/** `Resolution NAME`: the explanation (made now), plus its reason in words and the CNAME chain and addresses pulled out. */
+export function resolution(e: Explanation, now = Date.now()) {
   return {
     apiVersion: groupVersion,
     kind: resources.resolutions.kind,
-    metadata: { name: e.name, creationTimestamp: now.toISOString().replace(/\.\d+Z$/, 'Z') },
+    metadata: { name: e.name, creationTimestamp: timestamp(now) },
     spec: { name: e.name, type: e.type },
     status: {
       action: e.action,
@@ -44,17 +47,21 @@ export function resolution(e: Explanation, now = new Date()) {
   };
 }
 
-/** `RuleList`: each rule is an item named after the first name it serves (or its wildcard). */
-export function ruleList(rules: RuleSet, generation: number) {
+/**
+ * `RuleList`: each rule is an item named after the first name it serves (or its wildcard), created
+ * when it came into force.
+ */
+export function ruleList(holder: RuleHolder) {
+  const rules = holder.current;
   return {
     apiVersion: groupVersion,
     kind: `${resources.rules.kind}List`,
-    metadata: { resourceVersion: String(generation) },
+    metadata: { resourceVersion: String(holder.generation) },
     naming: rules.naming,
     items: rules.rules.map((r, i) => ({
       apiVersion: groupVersion,
       kind: resources.rules.kind,
-      metadata: { name: r.names[0] ?? r.wildcard ?? `rule-${i}` },
+      metadata: { name: r.names[0] ?? r.wildcard ?? `rule-${i}`, creationTimestamp: timestamp(holder.since(r)) },
       spec: r,
     })),
   };

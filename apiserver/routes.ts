@@ -32,7 +32,7 @@ export async function route(method: string, url: URL, accept: string | undefined
       return read ? { code: 200, body: apiResourceList() } : onlyVerbs(['GET'], url.pathname);
     case `/apis/${groupVersion}/${resources.rules.name}`:
       if (!read || url.searchParams.has('watch')) return onlyVerbs(resources.rules.verbs, resources.rules.name);
-      return { code: 200, body: ruleList(deps.holder.current, deps.holder.generation) };
+      return { code: 200, body: ruleList(deps.holder) };
     case `/apis/${groupVersion}/${resources.resolutions.name}`:
       return onlyVerbs(resources.resolutions.verbs, `${resources.resolutions.name} (ask for one name: ${resources.resolutions.name}/NAME[?type=AAAA])`);
   }

@@ -141,4 +141,19 @@ describe('holder', () => {
     expect(holder.current.match('b.a.cluster1')).toBeUndefined();
     expect(parseRuleFile(null, 'x')).toEqual({ ok: true, value: { expose: [], static: [] } });
   });
+
+  it('remembers when each rule came into force: one a replacement keeps keeps its time', () => {
+    let now = 1000;
+    const holder = new RuleHolder(rules(['a/b']), () => now);
+    const since = () => Object.fromEntries(holder.current.rules.map((r) => [r.names[0] ?? r.wildcard, holder.since(r)]));
+    expect(since()).toEqual({ cluster1: 1000, 'b.a.cluster1': 1000 });
+    now = 2000;
+    holder.replace(rules(['a/b', 'c/d']));
+    expect(since()).toEqual({ cluster1: 1000, 'b.a.cluster1': 1000, 'd.c.cluster1': 2000 });
+    now = 3000;
+    holder.replace(rules(['c/d']));
+    now = 4000;
+    holder.replace(rules(['a/b', 'c/d']));
+    expect(since()).toEqual({ cluster1: 1000, 'b.a.cluster1': 4000, 'd.c.cluster1': 2000 });
+  });
 });

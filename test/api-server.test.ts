@@ -142,6 +142,8 @@ describe('dns.spoke-agent.io on its own port', () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toMatchObject({ kind: 'RuleList', naming: { cluster: 'cluster1' } });
     expect(res.body.items[0]).toMatchObject({ kind: 'Rule', metadata: { name: 'cluster1' }, spec: { kind: 'cluster' } });
+    // Created when the rule came into force (the holder was made in beforeAll): what kubectl's AGE reads.
+    for (const item of res.body.items) expect(Date.parse(item.metadata.creationTimestamp)).toBe(Math.floor(dnsStack.holder.since(dnsStack.holder.current.rules[0]!) / 1000) * 1000);
     expect(sarsFor('erin').at(-1)).toMatchObject({ groups: ['ops', 'system:authenticated'], resourceAttributes: { verb: 'list', resource: 'rules' } });
   });
 
