@@ -7,7 +7,8 @@ import { forbiddenMessage } from '../kube/delegated-auth.js';
 import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
-import { acceptsJson } from './discovery.js';
+import { negotiate } from './negotiation.js';
+import { humanDuration, resolutionColumns, ruleColumns, shortList, table } from './tables.js';
 
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
@@ -123,12 +124,49 @@ describe('requestAttributes', () => {
   });
 });
 
-describe('acceptsJson', () => {
-  it('serves plain JSON unless only another kind is asked for', () => {
-    expect(acceptsJson(undefined)).toBe(true);
-    expect(acceptsJson('application/json, */*')).toBe(true);
-    expect(acceptsJson('application/json;as=Table;v=v1;g=meta.k8s.io,application/json')).toBe(true);
-    expect(acceptsJson('application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList')).toBe(false);
-    expect(acceptsJson('application/vnd.kubernetes.protobuf')).toBe(false);
+describe('negotiate', () => {
+  const v1 = { kind: 'table', apiVersion: 'meta.k8s.io/v1' };
+  it('serves kubectl get a Table, anyone else plain JSON, and nothing else', () => {
+    const kubectlGet = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json';
+    expect(negotiate(kubectlGet, true)).toEqual(v1);
+    expect(negotiate(kubectlGet, false)).toEqual({ kind: 'json' });
+    expect(negotiate('application/json;as=Table;v=v1beta1;g=meta.k8s.io', true)).toEqual({ kind: 'table', apiVersion: 'meta.k8s.io/v1beta1' });
+    expect(negotiate(undefined, true)).toEqual({ kind: 'json' });
+    expect(negotiate('application/json, */*', true)).toEqual({ kind: 'json' });
+    expect(negotiate('application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io', true)).toEqual(v1);
+  });
+
+  it('is 406 for aggregated discovery or protobuf alone (how the 1.28 aggregator falls back)', () => {
+    expect(negotiate('application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList', false)).toBeUndefined();
+    expect(negotiate('application/vnd.kubernetes.protobuf', true)).toBeUndefined();
+    expect(negotiate('application/json;as=Table;v=v1;g=meta.k8s.io', false)).toBeUndefined();
+    expect(negotiate('application/json;as=Table;v=v2;g=meta.k8s.io', true)).toBeUndefined();
+  });
+});
+
+describe('tables', () => {
+  it('prints ages as kubectl does', () => {
+    const s = 1000;
+    expect([-5 * s, -1 * s, 0, 119 * s, 120 * s, 125 * s, 10 * 60 * s, 3 * 3600 * s, 3 * 3600 * s + 60 * s, 9 * 3600 * s, 50 * 3600 * s, 51 * 3600 * s, 30 * 86400 * s, 800 * 86400 * s, 3650 * 86400 * s].map(humanDuration)).toEqual(
+      ['<invalid>', '0s', '0s', '119s', '2m', '2m5s', '10m', '3h', '3h1m', '9h', '2d2h', '2d3h', '30d', '2y70d', '10y'],
+    );
+    expect([shortList([]), shortList(['a', 'b']), shortList(['a', 'b', 'c', 'd', 'e'])]).toEqual(['<none>', 'a,b', 'a,b,c + 2 more...']);
+  });
+
+  const now = Date.parse('2026-11-10T12:00:00Z');
+  const rule = { metadata: { name: 'search.default.cluster1', creationTimestamp: '2026-11-10T11:55:00Z' }, spec: { source: '--expose=default/search', kind: 'service' as const, names: ['search.default.cluster1', 'cluster-proxy-x'], target: { kind: 'fqdn' as const, fqdn: 'search.default.svc.cluster.local' } } };
+
+  it('has the columns an operator reads first, more with -o wide (priority 1), and the row\'s metadata', () => {
+    const t = table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'Metadata', withColumns: true, now, resourceVersion: '7' });
+    expect(t).toMatchObject({ kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: '7' } });
+    expect(t.columnDefinitions!.map((c) => `${c.name}/${c.priority}`)).toEqual(['Name/0', 'Kind/0', 'Names/0', 'Target/0', 'Source/0', 'Age/0', 'Wildcard/1']);
+    expect(t.columnDefinitions![0]).toMatchObject({ type: 'string', format: 'name' });
+    expect(t.rows).toEqual([
+      { cells: ['search.default.cluster1', 'service', 'search.default.cluster1,cluster-proxy-x', 'search.default.svc.cluster.local', '--expose=default/search', '5m', '<none>'], object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: rule.metadata } },
+    ]);
+    expect(table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'Object', withColumns: false, now }).rows[0]!.object).toBe(rule);
+    const bare = table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'None', withColumns: false, now });
+    expect('columnDefinitions' in bare || 'object' in bare.rows[0]!).toBe(false);
+    expect(resolutionColumns.filter((c) => c.priority === 0).map((c) => c.name)).toEqual(['Name', 'Type', 'Action', 'Rule', 'Target', 'Rcode', 'Addresses']);
   });
 });

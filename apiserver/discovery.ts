@@ -1,6 +1,7 @@
 // What the aggregator and kubectl read to learn the API: the group list (/apis), the group, and the
 // version's resource list. Pure data; the aggregator asks /apis for the aggregated-discovery type
-// only, and a 406 sends it to /apis/GROUP/VERSION instead (how 1.28's aggregator falls back).
+// only, and a 406 sends it to /apis/GROUP/VERSION instead (how 1.28's aggregator falls back:
+// negotiation.ts).
 export const group = 'dns.spoke-agent.io';
 export const version = 'v1alpha1';
 export const groupVersion = `${group}/${version}`;
@@ -35,16 +36,3 @@ export const apiResourceList = () => ({
   groupVersion,
   resources: Object.values(resources).map((r) => ({ ...r, namespaced: false })),
 });
-
-/**
- * Whether an Accept header lets us answer plain JSON: absent, `*\/*`, `application/*` or
- * `application/json` without `as=` (which asks for another kind, e.g. a Table or an
- * APIGroupDiscoveryList).
- */
-export function acceptsJson(accept: string | undefined): boolean {
-  if (accept === undefined || accept.trim() === '') return true;
-  return accept.split(',').some((range) => {
-    const [type = '', ...params] = range.split(';').map((p) => p.trim().toLowerCase());
-    return ['*/*', 'application/*', 'application/json'].includes(type) && !params.some((p) => p.startsWith('as='));
-  });
-}

@@ -168,7 +168,7 @@ export class ApiServer {
     this.metrics.requests.inc({ code: String(answer.code), authentication });
     this.opts.log.debug({ method: req.method, url: req.url, code: answer.code, authentication, user: user?.username }, 'API request');
     const body = `${JSON.stringify(answer.body)}\n`;
-    res.writeHead(answer.code, { 'content-type': 'application/json', 'cache-control': 'no-cache, private' });
+    res.writeHead(answer.code, { 'content-type': answer.contentType ?? 'application/json', 'cache-control': 'no-cache, private' });
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 

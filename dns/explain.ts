@@ -4,6 +4,7 @@ import dns2 from 'dns2';
 import type { RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
+import { targetText } from '../rules/rule-set.js';
 import { json } from './no-rules.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
@@ -64,7 +65,7 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
     type: typeName(qtype),
     action,
     rule: match && { source: match.rule.source, kind: match.rule.kind },
-    target: match && (match.target.kind === 'fqdn' ? match.target.fqdn : [...match.target.v4, ...match.target.v6].join(',')),
+    target: match && targetText(match.target),
     rcode: rcodeName(packet.header.rcode),
     flags: flagsOf(packet.header),
     answer: describeRecords(packet.answers),

@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
-import type { Match, RuleSet } from '../rules/rule-set.js';
+import { type Match, type RuleSet, targetText } from '../rules/rule-set.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
 import { type CacheEntry, ResponseCache } from './cache.js';
 import type { DnsMetrics, Proto, Source } from './metrics.js';
@@ -179,7 +179,7 @@ export class Resolver {
     const zone = rules.inZone(name) ? rules.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
     if (match === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
-    const meta = { rule: match.rule.source, target: match.target.kind === 'fqdn' ? match.target.fqdn : [...match.target.v4, ...match.target.v6].join(',') };
+    const meta = { rule: match.rule.source, target: targetText(match.target) };
     if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
       return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'rule', ...meta } };
     }

@@ -14,6 +14,9 @@ import { parseExpose, parseRuleFile, type Result, type RuleSpec } from './rule-f
 
 export type Target = { kind: 'fqdn'; fqdn: string } | { kind: 'ip'; v4: string[]; v6: string[] };
 
+/** A target in one line: the FQDN, or the addresses comma-separated. */
+export const targetText = (t: Target) => (t.kind === 'fqdn' ? t.fqdn : [...t.v4, ...t.v6].join(','));
+
 export type RuleKind = 'cluster' | 'service' | 'namespace' | 'static';
 
 export interface Rule {

@@ -147,6 +147,25 @@ describe('dns.spoke-agent.io on its own port', () => {
     expect(sarsFor('erin').at(-1)).toMatchObject({ groups: ['ops', 'system:authenticated'], resourceAttributes: { verb: 'list', resource: 'rules' } });
   });
 
+  it('answers kubectl get\'s Table request with the columns, and plain JSON to everyone else', async () => {
+    const asErin = { cert: clientCa.issue('erin', { client: true, organizations: ['ops'] }) };
+    const kubectlGet = { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json' };
+    const rules = await call(`${base}/rules`, { ...asErin, headers: kubectlGet });
+    expect(rules.body).toMatchObject({ kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: String(dnsStack.holder.generation) } });
+    expect(rules.body.rows[0].cells.slice(0, 5)).toEqual(['cluster1', 'cluster', 'cluster1,cluster1.spoke-agent', 'kubernetes.default.svc.cluster.test', '--cluster-name']);
+    expect(rules.body.rows[0].object).toMatchObject({ kind: 'PartialObjectMetadata', metadata: { name: 'cluster1' } });
+    const asCarol = { cert: clientCa.issue('carol', { client: true }) };
+    const one = await call(`${base}/resolutions/kubernetes.default.cluster1?includeObject=Object`, { ...asCarol, headers: kubectlGet });
+    expect(one.body.columnDefinitions.map((c: Obj) => c.name)).toEqual(['Name', 'Type', 'Action', 'Rule', 'Target', 'Rcode', 'Addresses', 'CNAME Chain', 'Flags', 'Latency', 'Reason']);
+    expect(one.body.rows).toHaveLength(1);
+    expect(one.body.rows[0].cells.slice(0, 7)).toEqual(['kubernetes.default.cluster1', 'A', 'rule', '--expose=default/kubernetes', 'kubernetes.default.svc.cluster.test', 'NOERROR', '127.0.0.1']);
+    expect(one.body.rows[0].object).toMatchObject({ kind: 'Resolution', status: { rcode: 'NOERROR' } });
+    expect(await call(`${base}/rules?includeObject=Everything`, { ...asErin, headers: kubectlGet })).toMatchObject({ status: 400, body: { kind: 'Status', code: 400 } });
+    expect(await call(`${base}/rules`, { ...asErin, headers: { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' } })).toMatchObject({ body: { kind: 'Table' } });
+    expect(await call(`${base}/rules`, { ...asErin, headers: { accept: 'application/vnd.kubernetes.protobuf' } })).toMatchObject({ status: 406 });
+    expect((await call(`${base}/rules`, asErin)).body.kind).toBe('RuleList');
+  });
+
   it('serves discovery, and answers the aggregator\'s aggregated-discovery request with 406 so it falls back', async () => {
     const aggregator = { cert: frontProxy, headers: { 'X-Remote-User': 'system:kube-aggregator' } };
     const list = await call(base, aggregator);
