@@ -4,6 +4,7 @@
 // direct TCP's p50 from the same run.
 import type { Duplex } from 'node:stream';
 import { startTargets, type Route, type Targets } from './env.js';
+import { medianRound, pairedRounds } from './paired.js';
 import { percentile, type Report } from './report.js';
 import type { Subject, Subjects } from './subjects.js';
 
@@ -176,34 +177,6 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
       }
     });
   reportDialRate(report, section, oursUds.name, await pairedRounds(nRounds, goUds, oursUds, rateOnly), 'through the Unix-socket frontend');
-}
-
-/**
- * `n` rounds of the Go agent and ours behind the same proxy-server, [ours, Go agent] each. Which goes
- * first alternates (the Go agent in the first round when `goFirst`), so neither always runs on what
- * the other left behind.
- */
-async function pairedRounds<F>(n: number, go: Subject, ours: Subject, measure: (x: Subject) => Promise<F>, goFirst = true): Promise<Array<[F, F]>> {
-  const rounds: Array<[F, F]> = [];
-  for (let r = 0; r < n; r++) {
-    if ((r % 2 === 0) === goFirst) {
-      const goFigures = await measure(go);
-      rounds.push([await measure(ours), goFigures]);
-    } else {
-      const oursFigures = await measure(ours);
-      rounds.push([oursFigures, await measure(go)]);
-    }
-  }
-  return rounds;
-}
-
-/** The round whose ratio (ours / Go agent) is the median of the rounds'. */
-function medianRound<F>(rounds: Array<[F, F]>, value: (f: F) => number | undefined): [number, number, string] | undefined {
-  const pairs = rounds.map(([o, g]) => [value(o), value(g)] as const).filter((p): p is readonly [number, number] => p[0] !== undefined && p[1] !== undefined);
-  if (pairs.length === 0) return undefined;
-  const sorted = [...pairs].sort((a, b) => a[0] / a[1] - b[0] / b[1]);
-  const [ours, go] = sorted[Math.floor((sorted.length - 1) / 2)]!;
-  return [ours, go, pairs.map(([o, g]) => `x${(o / g).toFixed(2)}`).join(', ')];
 }
 
 function reportPairedRounds(report: Report, section: string, subject: string, rounds: Array<[DialFigures, DialFigures]>, directDialP50: number): void {
