@@ -4,7 +4,8 @@
 // server reaches on this machine with the same load generator sharing its cores.
 // Three query mixes: rewritten names (answers cache warm), misses in the cluster zone (NXDOMAIN),
 // and forwarded names (upstream cache warm). Each at saturation (qps, mean latency) and, for
-// rewritten names, the mean latency at a fixed 10k queries/s.
+// rewritten names, the mean latency at a fixed 10k queries/s, and what the live query log costs: the
+// same server with the log on, in paired rounds against it off, then with a watcher attached.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,13 +13,15 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import dns2 from 'dns2';
 import { Registry } from 'prom-client';
-import { startDns } from '../dns/setup.js';
+import { dnsFlags } from '../dns/options.js';
+import { startDns, type DnsStack } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { startTestUpstream } from '../test/support/dns-upstream.js';
 import { unusedPort } from '../test/support/targets.js';
 import { Proc } from './env.js';
+import { medianRound, pairedRounds } from './paired.js';
 import type { Report } from './report.js';
 
 const run = promisify(execFile);
@@ -148,10 +151,12 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
   const upstream = await startTestUpstream(upstreamZone);
   const rules = parseRules({ naming, expose: ['prod/web', 'default/*'] });
   if (!rules.ok) throw new Error(rules.errors.join('\n'));
-  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 60_000, dnsCacheSize: 10_000, dnsUpstreamTimeout: 2000 };
+  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 60_000, dnsCacheSize: 10_000, dnsUpstreamTimeout: 2000, dnsQueryLogSize: 0 };
   const ours = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
   // The same server on Node's dgram (--dns-batched-udp=false, or no native helper): what batching buys.
   const ourDgram = await startDns({ ...values, dnsBatchedUdp: false }, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
+  // The same server with the query log on at its default size: what recording every query costs.
+  const logged = await startDns({ ...values, dnsQueryLogSize: dnsFlags.dnsQueryLogSize.default }, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
   if (ours.server.udpKind !== 'batched') report.note('batched UDP not built here (see npm install\'s output): "ours" is served by dgram too');
   const naive = await startNaive();
   const dnsmasq = await startDnsmasq(upstream.port, 60);
@@ -184,13 +189,47 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
         const base10k = await dnsperf(naive.port, names, seconds, 10_000);
         const mine10k = await dnsperf(ours.listening.port, names, seconds, 10_000);
         report.add({ section, metric: 'rewritten: mean latency at 10k q/s', subject: 'ours', value: mine10k.meanMs, unit: 'ms', baseline: { subject: 'naive dns2 + Map', value: base10k.meanMs }, target: { text: '< 0.2 ms', met: mine10k.meanMs < 0.2 } });
+        await queryLogCost(report, section, names, seconds, quick ? 2 : 3, ours, logged);
       }
     }
   } finally {
+    await logged.close();
     await ourDgram.close();
     await dnsmasq?.proc.stop();
     await naive.close();
     await ours.close();
     await upstream.close();
   }
+}
+
+/**
+ * Rewritten names at saturation with the query log on against the same server with it off, in paired
+ * rounds (the median round's ratio is judged); then with a watcher attached, one that keeps only
+ * SERVFAILs (none here), as `kubectl get queries --watch --field-selector rcode=SERVFAIL` would:
+ * every batch is decoded, nothing is sent.
+ */
+async function queryLogCost(report: Report, section: string, names: readonly string[], seconds: number, rounds: number, off: DnsStack, on: DnsStack): Promise<void> {
+  const log = on.resolver.queryLog!;
+  await dnsperf(on.listening.port, names, 1);
+  const qps = async (s: DnsStack) => (await dnsperf(s.listening.port, names, seconds)).qps;
+  const [logOn, logOff, each] = medianRound(await pairedRounds(rounds, off, on, qps), (q) => q)!;
+  const subject = `ours, --dns-query-log-size=${log.size}`;
+  report.add({ section, metric: 'rewritten: queries/s at saturation, query log on vs off', subject, value: logOn, unit: 'q/s', baseline: { subject: 'ours, log off', value: logOff }, target: { text: '>= 0.9x log off', met: logOn >= 0.9 * logOff }, note: `median of ${rounds} paired rounds: ${each}` });
+  let delivered = 0;
+  let kept = 0;
+  const recordedBefore = log.last;
+  const watched = async (s: DnsStack) => {
+    if (s !== on) return qps(s);
+    const stop = log.subscribe((batch) => {
+      delivered += batch.length;
+      kept += batch.filter((e) => e.rcode === 'SERVFAIL').length;
+    });
+    try {
+      return await qps(s);
+    } finally {
+      stop();
+    }
+  };
+  const [withWatcher, base] = medianRound(await pairedRounds(1, off, on, watched), (q) => q)!;
+  report.add({ section, metric: 'rewritten: queries/s at saturation, query log on with a watcher vs off', subject: `${subject}, 1 watcher`, value: withWatcher, unit: 'q/s', baseline: { subject: 'ours, log off', value: base }, note: `the watcher was handed ${delivered} of ${log.last - recordedBefore} queries (batches of at most ${log.size}, every 100 ms; the rest counted as skipped) and kept ${kept}` });
 }

@@ -145,10 +145,11 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (guards.metrics) health.protectMetrics(guards.metrics);
   health.addRoute('/debug/resolve', withRules && dns ? withRules.resolveHandler(dns.resolver) : noRulesHandler, guards.debug);
   health.addRoute('/debug/rules', withRules && holder ? withRules.rulesHandler(holder) : noRulesHandler, guards.debug);
+  health.addRoute('/debug/queries', withRules && dns ? withRules.queriesHandler(dns.resolver.queryLog) : noRulesHandler, guards.queries);
   let healthPort: number;
   try {
     healthPort = (await listen('health-server-port', o.healthServerPort, (port) => health.listen(port))).port;
-    log.info({ port: healthPort }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules');
+    log.info({ port: healthPort }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries');
   } catch (err) {
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }

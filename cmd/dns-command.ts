@@ -2,6 +2,7 @@
 // nothing else.
 import { agentFlags } from '../agent/options.js';
 import { resolveHandler, rulesHandler } from '../dns/explain.js';
+import { queriesHandler } from '../dns/queries-handler.js';
 import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
 import { bool, FlagError, parseFlags, usage } from '../flags/flags.js';
@@ -50,6 +51,7 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
   const health = new HealthServer({ host: values.healthServerHost, port: values.healthServerPort, registry, log });
   health.addRoute('/debug/resolve', resolveHandler(dns.resolver));
   health.addRoute('/debug/rules', rulesHandler(holder));
+  health.addRoute('/debug/queries', queriesHandler(dns.resolver.queryLog));
   await health.listen();
 
   // SIGHUP re-reads the flags' rules file; a bad edit is logged and the old rules stay.

@@ -20,8 +20,9 @@ export class DnsMetrics {
   private readonly upstreamDuration: Histogram;
   private readonly upstreamErrors: Counter;
   readonly dropped: Counter;
+  readonly queryLogSkipped: Counter<'reason'>;
 
-  constructor(registry: Registry, cacheSizes: () => Record<CacheName, number>) {
+  constructor(registry: Registry, cacheSizes: () => Record<CacheName, number>, queryLogWatchers: () => number = () => 0) {
     const registers = [registry];
     this.requestsTotal = new Counter({ name: 'spoke_agent_dns_requests_total', help: 'DNS queries received, by transport and query type.', labelNames: ['proto', 'type'], registers });
     this.responsesTotal = new Counter({ name: 'spoke_agent_dns_responses_total', help: 'DNS responses sent, by rcode and by what answered: rule, zone (NXDOMAIN in the cluster zone), forward, error.', labelNames: ['rcode', 'source'], registers });
@@ -47,6 +48,20 @@ export class DnsMetrics {
     });
     this.upstreamErrors = new Counter({ name: 'spoke_agent_dns_upstream_errors_total', help: 'Upstream queries that failed, by reason: timeout, network, mismatch (wrong or malformed answer), rcode (SERVFAIL or REFUSED for a rule\'s target).', labelNames: ['reason'], registers });
     this.dropped = new Counter({ name: 'spoke_agent_dns_dropped_total', help: 'Packets dropped without an answer: too short to carry an ID, or not a query.', registers });
+    this.queryLogSkipped = new Counter({
+      name: 'spoke_agent_dns_query_log_skipped_total',
+      help: 'Query log entries a watcher did not get, by reason: overwritten (more queries arrived between two batches than the log holds), slow (the watcher\'s connection was not taking them).',
+      labelNames: ['reason'],
+      registers,
+    });
+    new Gauge({
+      name: 'spoke_agent_dns_query_log_watchers',
+      help: 'Open watches of the query log (kubectl get --watch, /debug/queries?watch=true).',
+      registers,
+      collect() {
+        this.set(queryLogWatchers());
+      },
+    });
   }
 
   request(proto: Proto, qtype: number): void {

@@ -27,6 +27,9 @@ export const dnsFlags = {
   dnsUpstreamTimeout: duration('dns-upstream-timeout', 2000, 'How long to wait for the upstream before answering SERVFAIL', {
     validate: (ms) => (ms <= 0 ? 'must be positive' : undefined),
   }),
+  dnsQueryLogSize: int('dns-query-log-size', 1000, 'Recent queries kept in memory for the live query log (/debug/queries, and the queries resource of the dns.spoke-agent.io API): name, type, client, rcode, rule, latency, time; about 300 bytes each; 0 turns it off', {
+    validate: (n) => (n < 0 ? 'must not be negative' : n > 100_000 ? 'at most 100000 (about 30 MiB)' : undefined),
+  }),
 };
 
 export type DnsFlagValues = Values<typeof dnsFlags>;

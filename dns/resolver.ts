@@ -3,7 +3,8 @@
 //   2. the answers cache: our own answers by query key, emptied when the rules change;
 //   3. the rules: a match answers (CNAME + upstream records, or static IPs), a miss in the cluster's
 //      zone is NXDOMAIN;
-//   4. forward (or REFUSED with --dns-forward=false), through the upstream cache.
+//   4. forward (or REFUSED with --dns-forward=false), through the upstream cache;
+//   5. the answer: counted, truncated to the UDP budget, and recorded in the query log when it is on.
 // Transports call `handle`; the agent's dialer and the debug endpoint come in through `lookupUpstream`
 // and `handle` too, so every path sees the same answers.
 import { performance } from 'node:perf_hooks';
@@ -13,6 +14,8 @@ import { type Match, type RuleSet, targetText } from '../rules/rule-set.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
 import { type CacheEntry, ResponseCache } from './cache.js';
 import type { DnsMetrics, Proto, Source } from './metrics.js';
+import type { Peer } from './peer.js';
+import type { QueryLog } from './query-log.js';
 import { type Upstream, UpstreamError } from './upstream.js';
 import {
   CLASS_ANY,
@@ -45,6 +48,8 @@ export interface ResolverOptions {
   cacheSize: number;
   metrics: DnsMetrics;
   log: Logger;
+  /** --dns-query-log-size > 0: every query a client sent (with its peer) is recorded here. */
+  queryLog?: QueryLog;
 }
 
 /** What the logs and /debug/resolve say about an answer. */
@@ -62,6 +67,7 @@ interface Resolved {
 }
 
 const noTtls = { ttlOffsets: [], ttls: [] };
+const unreadable: AnswerMeta = { source: 'error' };
 
 export class Resolver {
   readonly answers: ResponseCache<AnswerMeta>;
@@ -84,6 +90,11 @@ export class Resolver {
     return this.opts.forward;
   }
 
+  /** The live query log; undefined with --dns-query-log-size=0. */
+  get queryLog(): QueryLog | undefined {
+    return this.opts.queryLog;
+  }
+
   get upstreamDescription(): string {
     return this.opts.upstream.describe();
   }
@@ -93,9 +104,16 @@ export class Resolver {
     this.opts.upstream.close();
   }
 
-  /** Answers one DNS message, now or later; false when it is dropped (`reply` is then never called). Never throws. */
-  handle(msg: Buffer, proto: Proto, reply: (response: Buffer) => void): boolean {
-    const started = this.opts.log.isLevelEnabled('debug') ? performance.now() : -1;
+  /**
+   * Answers one DNS message, now or later; false when it is dropped (`reply` is then never called).
+   * Never throws. `peer` is the client, for the query log; without one (an explanation's own query)
+   * nothing is recorded. The log reads no clock of its own on the way: an answer from the answers
+   * cache is recorded with the arrival time the cache lookup needs anyway, and only answers that wait
+   * for something (rules, the upstream) are timed.
+   */
+  handle(msg: Buffer, proto: Proto, reply: (response: Buffer) => void, peer?: Peer): boolean {
+    const logged = peer !== undefined && this.opts.queryLog !== undefined;
+    let started = this.opts.log.isLevelEnabled('debug') ? performance.now() : -1;
     const q = parseQuery(msg);
     if (q === undefined) {
       this.opts.metrics.dropped.inc();
@@ -103,46 +121,54 @@ export class Resolver {
     }
     if (!('key' in q)) {
       this.opts.metrics.response(q.rcode, 'error');
+      if (logged) this.opts.queryLog!.record(msg, 0, 0, q.rcode, proto, false, false, unreadable, peer, Date.now(), -1);
       reply(headerOnlyResponse(q));
       return true;
     }
     this.opts.metrics.request(proto, q.qtype);
+    const now = Date.now();
     try {
       if (q.edns !== undefined && q.edns.version !== 0) {
-        this.send(msg, q, proto, encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }), { source: 'error' }, started, reply);
+        this.send(msg, q, proto, encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }), { source: 'error' }, now, started, reply, peer);
         return true;
       }
-      const now = Date.now();
       const hit = this.answers.get(q.key, now);
       if (hit !== undefined) {
         this.opts.metrics.cacheHits.answers.inc();
-        this.send(msg, q, proto, aged(hit, now, msg, q), hit.meta, started, reply);
+        this.send(msg, q, proto, aged(hit, now, msg, q), hit.meta, now, started, reply, peer, true);
         return true;
       }
+      if (started < 0 && logged) started = performance.now();
       this.resolve(msg, q, proto, now).then(
-        (r) => this.send(msg, q, proto, r.bytes, r.meta, started, reply),
-        (err: unknown) => this.fail(msg, q, proto, err, started, reply),
+        (r) => this.send(msg, q, proto, r.bytes, r.meta, now, started, reply, peer),
+        (err: unknown) => this.fail(msg, q, proto, err, now, started, reply, peer),
       );
     } catch (err) {
-      this.fail(msg, q, proto, err, started, reply);
+      this.fail(msg, q, proto, err, now, started, reply, peer);
     }
     return true;
   }
 
-  private fail(msg: Buffer, q: Query, proto: Proto, err: unknown, started: number, reply: (response: Buffer) => void): void {
+  private fail(msg: Buffer, q: Query, proto: Proto, err: unknown, at: number, started: number, reply: (response: Buffer) => void, peer: Peer | undefined): void {
     if (err instanceof UpstreamError) this.opts.metrics.upstreamError(err.reason);
     else this.opts.log.error({ err, name: questionName(msg) }, 'DNS query failed');
     const bytes = encodeResponse(msg, q, { rcode: RCODE.SERVFAIL, flags: { ra: this.opts.forward } });
-    this.send(msg, q, proto, bytes, { source: 'error', answer: [String((err as Error)?.message ?? err)] }, started, reply);
+    this.send(msg, q, proto, bytes, { source: 'error', answer: [String((err as Error)?.message ?? err)] }, at, started, reply, peer);
   }
 
-  private send(msg: Buffer, q: Query, proto: Proto, bytes: Buffer, meta: AnswerMeta, started: number, reply: (response: Buffer) => void): void {
+  /**
+   * `at`: when the query arrived (ms since the epoch); `started`: performance.now() then, or -1 when
+   * not timed; `cached`: from the answers cache.
+   */
+  private send(msg: Buffer, q: Query, proto: Proto, bytes: Buffer, meta: AnswerMeta, at: number, started: number, reply: (response: Buffer) => void, peer: Peer | undefined, cached = false): void {
     const out = proto === 'udp' && bytes.length > udpBudget(q) ? truncatedResponse(msg, q, bytes) : bytes;
     const rcode = out[3]! & 0xf;
     this.opts.metrics.response(rcode, meta.source);
-    if (started >= 0) {
+    const ms = started >= 0 ? performance.now() - started : -1;
+    if (peer !== undefined) this.opts.queryLog?.record(msg, q.nameEnd, q.qtype, rcode, proto, out !== bytes, cached, meta, peer, at, ms);
+    if (ms >= 0 && this.opts.log.isLevelEnabled('debug')) {
       this.opts.log.debug(
-        { name: questionName(msg), type: typeName(q.qtype), proto, rule: meta.rule, target: meta.target, answer: meta.answer, source: meta.source, rcode: rcodeName(rcode), tc: out !== bytes, ms: +(performance.now() - started).toFixed(3) },
+        { name: questionName(msg), type: typeName(q.qtype), proto, rule: meta.rule, target: meta.target, answer: meta.answer, source: meta.source, rcode: rcodeName(rcode), tc: out !== bytes, ms: +ms.toFixed(3) },
         'dns query',
       );
     }

@@ -71,12 +71,17 @@ export class DnsServer {
       current = out;
       for (let i = 0; i < msgs.length; i++) {
         const peer = peers[i]!;
-        this.opts.resolver.handle(msgs[i]!, 'udp', (answer) => {
-          if (current === out) {
-            out.answers.push(answer);
-            out.peers.push(peer);
-          } else batch.send(handle, [answer], [peer]);
-        });
+        this.opts.resolver.handle(
+          msgs[i]!,
+          'udp',
+          (answer) => {
+            if (current === out) {
+              out.answers.push(answer);
+              out.peers.push(peer);
+            } else batch.send(handle, [answer], [peer]);
+          },
+          peer,
+        );
       }
       current = undefined;
       if (out.answers.length > 0) batch.send(handle, out.answers, out.peers);
@@ -97,7 +102,7 @@ export class DnsServer {
         socket.on('error', (err) => this.opts.log.debug({ err }, 'dns udp send failed'));
         enlargeReceiveBuffer(socket);
         socket.on('message', (msg, rinfo) => {
-          this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address));
+          this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address), rinfo);
         });
         resolve({ kind: 'dgram', port: socket.address().port, close: () => new Promise((done) => socket.close(() => done())) });
       });
@@ -120,6 +125,7 @@ export class DnsServer {
 
   private serveTcp(socket: net.Socket): void {
     this.connections.add(socket);
+    const peer = { address: socket.remoteAddress ?? '', port: socket.remotePort ?? 0 };
     let buffered = Buffer.alloc(0);
     let inFlight = 0;
     let peerEnded = false;
@@ -141,7 +147,7 @@ export class DnsServer {
         const msg = buffered.subarray(2, 2 + length);
         buffered = buffered.subarray(2 + length);
         inFlight++;
-        if (!this.opts.resolver.handle(msg, 'tcp', reply)) inFlight--;
+        if (!this.opts.resolver.handle(msg, 'tcp', reply, peer)) inFlight--;
       }
     });
     socket.on('end', () => {

@@ -6,6 +6,7 @@ import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { DnsMetrics } from './metrics.js';
 import type { DnsFlagValues } from './options.js';
+import { QueryLog } from './query-log.js';
 import { Resolver } from './resolver.js';
 import { DnsServer } from './server.js';
 import { parseUpstream, Upstream, type UpstreamAddress, upstreamFromResolvConf } from './upstream.js';
@@ -39,8 +40,10 @@ function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf 
 export function createResolver(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger): Resolver {
   const upstream = new Upstream(upstreamAddress(values), values.dnsUpstreamTimeout);
   let resolver: Resolver | undefined;
-  const metrics = new DnsMetrics(registry, () => ({ answers: resolver?.answers.size ?? 0, upstream: resolver?.upstreamCache.size ?? 0 }));
-  resolver = new Resolver({ rules, upstream, forward: values.dnsForward, ttl: values.dnsTtl / 1000, cacheSize: values.dnsCacheSize, metrics, log });
+  let queryLog: QueryLog | undefined;
+  const metrics = new DnsMetrics(registry, () => ({ answers: resolver?.answers.size ?? 0, upstream: resolver?.upstreamCache.size ?? 0 }), () => queryLog?.watchers ?? 0);
+  if (values.dnsQueryLogSize > 0) queryLog = new QueryLog({ size: values.dnsQueryLogSize, onSkipped: (reason, n) => metrics.queryLogSkipped.inc({ reason }, n) });
+  resolver = new Resolver({ rules, upstream, forward: values.dnsForward, ttl: values.dnsTtl / 1000, cacheSize: values.dnsCacheSize, metrics, log, queryLog });
   return resolver;
 }
 

@@ -133,13 +133,17 @@ function skipName(msg: Buffer, pos: number): number {
  * cannot appear in a host name are escaped (RFC 4343 `\DDD`, `\.`) so they never match a rule.
  */
 export function questionName(msg: Buffer): string {
+  return nameAt(msg, HEADER);
+}
+
+/** The uncompressed name at `pos` of `buf` in presentation form, as `questionName` gives it. */
+export function nameAt(buf: Uint8Array, pos: number): string {
   let out = '';
-  let pos = HEADER;
-  while (msg[pos] !== 0) {
-    const len = msg[pos]!;
+  while (buf[pos] !== 0) {
+    const len = buf[pos]!;
     if (out !== '') out += '.';
     for (let i = pos + 1; i <= pos + len; i++) {
-      const b = msg[i]!;
+      const b = buf[i]!;
       if (b === 0x2e || b === 0x5c) out += `\\${String.fromCharCode(b)}`;
       else if (b <= 0x20 || b >= 0x7f) out += `\\${String(b).padStart(3, '0')}`;
       else out += String.fromCharCode(b);

@@ -34,7 +34,7 @@ export const kubeFlags = {
   debugAuth: str('debug-auth', 'auto', 'Require a bearer token for /debug/*: checked with a TokenReview, then a SubjectAccessReview for "get" on --debug-auth-path. auto: on when running in a cluster.', {
     validate: (v) => (['auto', 'true', 'false'].includes(v) ? undefined : `must be auto, true or false, got "${v}"`),
   }),
-  debugAuthPath: str('debug-auth-path', '/debug/spoke-agent', 'Non-resource URL a caller of /debug/* must be allowed to "get" (RBAC nonResourceURLs).', {
+  debugAuthPath: str('debug-auth-path', '/debug/spoke-agent', 'Non-resource URL a caller of /debug/* must be allowed to "get" (RBAC nonResourceURLs); /debug/queries, the DNS query log, needs "get" on this path + "/queries" instead.', {
     validate: (v) => (v.startsWith('/') ? undefined : 'must start with "/"'),
   }),
   metricsAuth: bool('metrics-auth', false, 'Protect /metrics like /debug (delegated authentication), requiring "get" on the non-resource URL /metrics.'),
@@ -44,6 +44,9 @@ export const kubeFlags = {
 } satisfies FlagSet;
 
 export type KubeOptions = Values<typeof kubeFlags>;
+
+/** What a caller of /debug/queries must be allowed to "get": reading the queries pods make is not reading the rules. */
+export const queriesAuthPath = (debugAuthPath: string) => `${debugAuthPath.replace(/\/$/, '')}/queries`;
 
 /** Checks that span several flags. */
 export function validateKubeOptions(o: KubeOptions): string | undefined {

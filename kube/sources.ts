@@ -11,7 +11,7 @@ import type { RuleFlagValues } from '../rules/options.js';
 import type { KubeApiClient } from './api-client.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
-import { inCluster, parseObjectRef, type KubeOptions } from './options.js';
+import { inCluster, parseObjectRef, queriesAuthPath, type KubeOptions } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { LeaseCounter } from './lease-counter.js';
 import { leaseSelector } from '../agent/options.js';
@@ -122,8 +122,10 @@ export function startLeaseCounting(o: LeaseCountingOptions): () => void {
 }
 
 export interface Guards {
-  /** For every /debug/* route; undefined when delegated auth is off. */
+  /** For every /debug/* route but the query log; undefined when delegated auth is off. */
   debug?: Guard;
+  /** For /debug/queries: a permission of its own, get on --debug-auth-path + "/queries". */
+  queries?: Guard;
   /** For /metrics (HealthServer.protectMetrics); undefined unless --metrics-auth. */
   metrics?: Guard;
 }
@@ -138,6 +140,7 @@ export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Regist
   const common = { reviewer, log: o.log.child({ component: 'delegated-auth' }), metrics: kubeMetrics(o.registry) };
   return {
     debug: debugOn ? delegatedAuthGuard({ ...common, path: o.kube.debugAuthPath }) : undefined,
+    queries: debugOn ? delegatedAuthGuard({ ...common, path: queriesAuthPath(o.kube.debugAuthPath) }) : undefined,
     metrics: o.kube.metricsAuth ? delegatedAuthGuard({ ...common, path: '/metrics' }) : undefined,
   };
 }

@@ -42,7 +42,7 @@ beforeAll(async () => {
   upstream = await startTestUpstream({ 'web.prod.svc.cluster.test': [{ type: 1, address: '127.0.0.11' }] });
   const rules = parseRules({ naming: { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' }, expose: ['prod/*'], file: { origin: 'f', content: 'static: [{name: pair.cluster1, target: [127.0.0.2, "::1"]}]' } });
   if (!rules.ok) throw new Error(rules.errors.join());
-  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 };
+  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 };
   dns = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
 });
 afterAll(async () => {

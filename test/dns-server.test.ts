@@ -11,6 +11,8 @@ import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialLookup, resolveForDial } from '../dns/dial.js';
 import { explain } from '../dns/explain.js';
+import { queriesHandler } from '../dns/queries-handler.js';
+import { HealthServer } from '../observability/health-server.js';
 import { runResolveCommand } from '../cmd/resolve-command.js';
 import type { DnsFlagValues } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
@@ -42,7 +44,7 @@ const zone = {
 };
 
 async function stack(upstream: TestUpstream, extra: Partial<DnsFlagValues> = {}, holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*']))) {
-  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, ...extra };
+  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, dnsQueryLogSize: 1000, ...extra };
   const registry = new Registry();
   return { dns: await startDns(values, holder, registry, createLogger('silent')), holder, registry };
 }
@@ -347,6 +349,72 @@ describe('debugging', () => {
     expect(text).toMatch(/;; CNAME chain: web.prod.cluster1 -> web.prod.svc.cluster.test/);
     expect(text).toMatch(/;; addresses: 127.0.0.11/);
     expect(text).toMatch(/no explanation: .* unreachable/);
+  });
+
+  it('records what clients asked and got in the query log (batched UDP, dgram, TCP), and not its own explanations', async () => {
+    const log = main.dns.resolver.queryLog!;
+    await kdig('+tcp', 'web.prod.cluster1', 'A'); // into the answers cache (the key holds the EDNS flags: the same client)
+    const before = log.last;
+    await dig('QLog-Probe.cluster1', 'AAAA');
+    await kdig('+tcp', 'web.prod.cluster1', 'A');
+    await explain(main.dns.resolver, 'web.prod.cluster1');
+    const entries = log.entries(before);
+    expect(entries).toEqual([
+      expect.objectContaining({ name: 'QLog-Probe.cluster1', type: 'AAAA', client: '127.0.0.1', transport: 'udp', rcode: 'NXDOMAIN', source: 'zone', truncated: false }),
+      expect.objectContaining({ name: 'web.prod.cluster1', type: 'A', client: '127.0.0.1', transport: 'tcp', rcode: 'NOERROR', source: 'rule', rule: '--expose=prod/web', target: 'web.prod.svc.cluster.test', answer: ['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11'] }),
+    ]);
+    for (const e of entries) {
+      expect(e.clientPort).toBeGreaterThan(0);
+      expect(Math.abs(e.time - Date.now())).toBeLessThan(10_000);
+    }
+    // The probe was built from the rules (timed); web.prod.cluster1 came from the answers cache (not timed).
+    expect(entries[0]).toMatchObject({ cached: false, ms: expect.any(Number) });
+    expect(entries[1]).toMatchObject({ cached: true });
+    expect(entries[1]!.ms).toBeUndefined();
+    const dgramOnly = await stack(upstream, { dnsBatchedUdp: false });
+    try {
+      const resolver = new NodeResolver({ timeout: 2000, tries: 1 });
+      resolver.setServers([`127.0.0.1:${dgramOnly.dns.listening.port}`]);
+      await resolver.resolve4('cluster1');
+      expect(dgramOnly.dns.resolver.queryLog!.entries()).toEqual([expect.objectContaining({ name: 'cluster1', client: '127.0.0.1', transport: 'udp', rcode: 'NOERROR' })]);
+    } finally {
+      await dgramOnly.dns.close();
+    }
+    const off = await stack(upstream, { dnsQueryLogSize: 0 });
+    expect(off.dns.resolver.queryLog).toBeUndefined();
+    await off.dns.close();
+  });
+
+  it('serves the query log on /debug/queries: a list by field selector, and a watch that shows a dig within a second', async () => {
+    const health = new HealthServer({ host: '127.0.0.1', port: 0, registry: new Registry(), log: createLogger('silent') });
+    health.addRoute('/debug/queries', queriesHandler(main.dns.resolver.queryLog));
+    const url = `http://127.0.0.1:${(await health.listen()).port}/debug/queries`;
+    const controller = new AbortController();
+    try {
+      await dig('listed.cluster1', 'A');
+      const list = (await (await fetch(`${url}?fieldSelector=${encodeURIComponent('name=listed.cluster1,rcode=NXDOMAIN')}`)).json()) as { resourceVersion: string; size: number; queries: Array<Record<string, unknown>> };
+      expect(list.size).toBe(1000);
+      expect(list.queries).toEqual([expect.objectContaining({ name: 'listed.cluster1', type: 'A', rcode: 'NXDOMAIN', client: '127.0.0.1', time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) })]);
+      expect((await fetch(`${url}?fieldSelector=phase%3DRunning`)).status).toBe(400);
+
+      const res = await fetch(`${url}?watch=true&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, { signal: controller.signal });
+      expect(res.headers.get('content-type')).toBe('application/x-ndjson');
+      const reader = res.body!.getReader();
+      await dig('web.prod.cluster1', 'A'); // NOERROR: not selected
+      const asked = Date.now();
+      await dig('watched.cluster1', 'A');
+      const { value } = await reader.read();
+      expect(Date.now() - asked).toBeLessThan(1000);
+      const lines = Buffer.from(value!).toString().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines).toEqual([expect.objectContaining({ name: 'watched.cluster1', rcode: 'NXDOMAIN' })]);
+      // Resuming after a list's version replays what came since.
+      const since = await fetch(`${url}?watch=true&resourceVersion=${list.resourceVersion}&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, { signal: controller.signal });
+      const replayed = Buffer.from((await since.body!.getReader().read()).value!).toString();
+      expect(replayed.trim().split('\n').map((l) => (JSON.parse(l) as { name: string }).name)).toEqual(['watched.cluster1']);
+    } finally {
+      controller.abort();
+      await health.close();
+    }
   });
 
   it('counts requests, responses by rcode and cache hits', async () => {

@@ -144,7 +144,7 @@ describe('DialAllowlist', () => {
     // "localhost" is in every /etc/hosts and served by no rule here, so it takes the same path.
     target = await startEchoServer('127.0.0.1');
     const registry = new Registry();
-    const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 10, dnsUpstreamTimeout: 500 }, new RuleHolder(rules), registry, createLogger('silent'));
+    const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 10, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, new RuleHolder(rules), registry, createLogger('silent'));
     try {
       const allowlist = new DialAllowlist({ resolveForDial: (h) => resolveThroughRules(resolver, h), cidrs: [], identifierHosts: ['LocalHost.', 'cluster1'], registry });
       await allowlist.refresh(rules);

@@ -20,13 +20,16 @@ beforeAll(async () => {
   api.users.set('alice-token', { username: 'alice', groups: ['ops'] });
   api.users.set('bob-token', { username: 'bob' });
   api.users.set('prom-token', { username: 'system:serviceaccount:monitoring:prometheus' });
+  api.users.set('carol-token', { username: 'carol' });
   api.allowed.add('alice get /debug/spoke-agent');
+  api.allowed.add('carol get /debug/spoke-agent/queries');
   api.allowed.add('system:serviceaccount:monitoring:prometheus get /metrics');
   const registry = new Registry();
   const { values } = parseFlags(kubeFlags, [`--kubeconfig=${api.kubeconfigPath}`, '--debug-auth=true', '--metrics-auth']);
   const guards = authGuards({ kube: values, log, registry, client: await kubeApiClient(api.kubeconfigPath), env: {} });
   health = new HealthServer({ host: '127.0.0.1', port: 0, registry, log });
   health.addRoute('/debug/rules', (_req, res) => void res.writeHead(200).end('rules'), guards.debug);
+  health.addRoute('/debug/queries', (_req, res) => void res.writeHead(200).end('queries'), guards.queries);
   if (guards.metrics) health.protectMetrics(guards.metrics);
   base = `http://127.0.0.1:${(await health.listen()).port}`;
 });
@@ -57,6 +60,15 @@ describe('delegated authentication of /debug and /metrics', () => {
     // cached: no new reviews for a repeat
     await get('/debug/rules', 'alice-token');
     expect(api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews')).length).toBe(2);
+  });
+
+  it('guards /debug/queries with a permission of its own: get on --debug-auth-path + /queries', async () => {
+    const alice = await get('/debug/queries', 'alice-token');
+    expect(alice.status).toBe(403);
+    expect(alice.body).toMatch(/forbidden: User "alice" cannot get path "\/debug\/spoke-agent\/queries"/);
+    expect(await get('/debug/queries', 'carol-token')).toMatchObject({ status: 200, body: 'queries' });
+    expect((await get('/debug/rules', 'carol-token')).status).toBe(403);
+    expect((await get('/debug/queries')).status).toBe(401);
   });
 
   it('protects /metrics with get on the non-resource URL /metrics; health probes stay open', async () => {

@@ -47,7 +47,7 @@ beforeAll(async () => {
   });
   holder = new RuleHolder(rules(0));
   const registry = new Registry();
-  const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 }, holder, registry, log);
+  const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
   const allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(resolver, host), cidrs: [], registry });
   holder.onChange((next) => void allowlist.refresh(next));
   const tls = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`];

@@ -50,7 +50,7 @@ beforeAll(async () => {
   if (!initial.ok) throw new Error(initial.errors.join());
   holder = new RuleHolder(initial.value);
   registry = new Registry();
-  dns = await startDns({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 }, holder, registry, log);
+  dns = await startDns({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
   allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(dns.resolver, host), cidrs: [], registry });
   stops.push(holder.onChange((next) => void allowlist.refresh(next)));
   stops.push(followRuleIdentifiers({ holder, clients: { setIdentifierGroups: (groups) => (identifiers = groups.join('&')) }, extra: '', debounceMs: 50, log }));

@@ -11,7 +11,7 @@ import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
-import { defaultRulesConfigmap, validateKubeOptions } from '../kube/options.js';
+import { defaultRulesConfigmap, queriesAuthPath, validateKubeOptions } from '../kube/options.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
@@ -63,7 +63,7 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
   const { values, given, volumeOf } = parseContainer(pod, container, ns);
 
   it('renders exactly the expected kinds, all in one namespace', () => {
-    expect(objs.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'Namespace', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
+    expect(objs.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'Namespace', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
     for (const o of objs.filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind))) expect(o.metadata.namespace, o.kind).toBe(ns);
     expect(one(objs, 'Namespace').metadata.name).toBe(ns);
   });
@@ -153,8 +153,10 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
       expect([...(r.verbs ?? []), ...(r.resources ?? []), ...(r.apiGroups ?? [])]).not.toContain('*');
       expect(r.resources ?? []).not.toContain('secrets');
     }
-    // The reader role is for people: granted to nobody here.
-    expect(one(objs, 'ClusterRole').rules).toEqual([{ nonResourceURLs: [values.debugAuthPath, '/metrics'], verbs: ['get'] }]);
+    // The reader roles are for people: granted to nobody here. The query log has a role of its own.
+    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-reader').rules).toEqual([{ nonResourceURLs: [values.debugAuthPath, '/metrics'], verbs: ['get'] }]);
+    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-query-reader').rules).toEqual([{ nonResourceURLs: [queriesAuthPath(values.debugAuthPath)], verbs: ['get'] }]);
+    expect(objs.filter((o) => o.kind.endsWith('Binding') && o.roleRef.name.startsWith('spoke-agent-debug'))).toEqual([]);
   });
 });
 

@@ -51,7 +51,7 @@ function suite(release: AnpRelease): void {
       await server.start(pki);
       holder = new RuleHolder(rules(0));
       const registry = new Registry();
-      const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500 }, holder, registry, log);
+      const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
       const allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(resolver, host), cidrs: [], registry });
       holder.onChange((next) => void allowlist.refresh(next));
       const [cert, key] = pki.issue('edits-agent', { client: true });

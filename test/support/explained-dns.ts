@@ -20,7 +20,7 @@ export async function startExplainedDns(log: Logger): Promise<ExplainedDns> {
   if (!rules.ok) throw new Error(rules.errors.join('; '));
   const holder = new RuleHolder(rules.value);
   const dns = await startDns(
-    { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 1000 },
+    { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 1000, dnsQueryLogSize: 100 },
     holder,
     new Registry(),
     log,

@@ -1,0 +1,53 @@
+// A watch of the query log over HTTP: the entries held after a position, then new ones as the log
+// hands them over (in batches, every 100 ms while someone watches), one line each, until the client
+// goes or the timeout ends the response. Used by the API (`kubectl get queries --watch`, watch events)
+// and by /debug/queries?watch=true (one entry a line). A client that does not read is not buffered
+// for without bound: past `highWaterBytes` waiting to be sent, its entries are skipped and counted.
+import type http from 'node:http';
+import type { QueryEntry, QueryLog } from './query-log.js';
+
+export interface QueryStream {
+  log: QueryLog;
+  /** Entries after this seq are sent: 0 for everything held, `log.last` for only what comes. */
+  after: number;
+  keep: (e: QueryEntry) => boolean;
+  /** The text sent for an entry, newline included; `first` for the first one sent. */
+  line: (e: QueryEntry, first: boolean) => string;
+  contentType: string;
+  /** The watch ends after this long (the client may watch again). */
+  timeoutMs: number;
+  highWaterBytes?: number;
+}
+
+export function streamQueries(res: http.ServerResponse, s: QueryStream): void {
+  const highWater = s.highWaterBytes ?? 1 << 20;
+  res.writeHead(200, { 'content-type': s.contentType, 'cache-control': 'no-cache, private' });
+  res.flushHeaders();
+  let last = s.after;
+  let first = true;
+  const send = (batch: readonly QueryEntry[]) => {
+    if (res.writableEnded || res.destroyed) return;
+    let chunk = '';
+    let skipped = 0;
+    for (const e of batch) {
+      if (e.seq <= last) continue;
+      last = e.seq;
+      if (!s.keep(e)) continue;
+      if (res.writableLength + chunk.length > highWater) skipped++;
+      else {
+        chunk += s.line(e, first);
+        first = false;
+      }
+    }
+    if (chunk !== '') res.write(chunk);
+    s.log.skipped('slow', skipped);
+  };
+  send(s.log.entries(s.after));
+  const stop = s.log.subscribe(send);
+  const finish = () => {
+    stop();
+    clearTimeout(timer);
+  };
+  const timer = setTimeout(() => (finish(), res.end()), s.timeoutMs);
+  res.on('close', finish);
+}
