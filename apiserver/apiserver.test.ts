@@ -8,7 +8,7 @@ import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 import { negotiate } from './negotiation.js';
-import { humanDuration, resolutionColumns, ruleColumns, shortList, table } from './tables.js';
+import { humanDuration, queryColumns, resolutionColumns, ruleColumns, shortList, table } from './tables.js';
 
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
@@ -168,5 +168,11 @@ describe('tables', () => {
     const bare = table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'None', withColumns: false, now });
     expect('columnDefinitions' in bare || 'object' in bare.rows[0]!).toBe(false);
     expect(resolutionColumns.filter((c) => c.priority === 0).map((c) => c.name)).toEqual(['Name', 'Type', 'Action', 'Rule', 'Target', 'Rcode', 'Addresses']);
+  });
+
+  it('shows a query\'s latency when it was timed, "cached" for an answers-cache hit', () => {
+    const latency = queryColumns.find((c) => c.name === 'Latency')!;
+    const q = (status: object) => ({ metadata: { name: 'x-1' }, spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' }, status: { rcode: 'NOERROR', source: 'rule', cached: false, time: '', ...status } });
+    expect([latency.cell(q({ ms: 1.25 }), now), latency.cell(q({ cached: true }), now), latency.cell(q({ source: 'error' }), now)]).toEqual(['1.25ms', 'cached', '<none>']);
   });
 });

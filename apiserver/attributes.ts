@@ -16,12 +16,15 @@ export function decodeSegment(segment: string): string {
 
 const resourceVerbs: Record<string, string> = { POST: 'create', PUT: 'update', PATCH: 'patch' };
 
+/** Whether a GET of a collection is a watch: what is authorized as `watch` is exactly what streams. */
+export const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get('watch') ?? '');
+
 export function requestAttributes(method: string, url: URL): AccessAttributes {
   const parts = url.pathname.split('/').filter((p) => p !== '');
   if (parts[0] !== 'apis' || parts.length < 4 || parts.length > 6) return { verb: method.toLowerCase(), path: url.pathname };
   const [, group, version, resource, name, subresource] = parts.map(decodeSegment) as [string, string, string, string, string?, string?];
   let verb = resourceVerbs[method] ?? method.toLowerCase();
-  if (method === 'GET' || method === 'HEAD') verb = name === undefined ? (['true', '1'].includes(url.searchParams.get('watch') ?? '') ? 'watch' : 'list') : 'get';
+  if (method === 'GET' || method === 'HEAD') verb = name === undefined ? (isWatch(url) ? 'watch' : 'list') : 'get';
   if (method === 'DELETE' && name === undefined) verb = 'deletecollection';
   return { verb, group, version, resource, ...(name !== undefined ? { name } : {}), ...(subresource !== undefined ? { subresource } : {}) };
 }

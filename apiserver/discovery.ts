@@ -18,6 +18,8 @@ export const resources = {
   resolutions: { name: 'resolutions', singularName: 'resolution', kind: 'Resolution', verbs: ['get'] },
   /** `rules`: every rule in force and the names it serves. */
   rules: { name: 'rules', singularName: 'rule', kind: 'Rule', verbs: ['list'] },
+  /** `queries`: the live query log, what clients asked and got (a permission of its own). */
+  queries: { name: 'queries', singularName: 'query', kind: 'Query', verbs: ['get', 'list', 'watch'] },
 } satisfies Record<string, ResourceInfo>;
 
 const groupBody = () => ({

@@ -1,6 +1,7 @@
 // The objects the API answers with, Kubernetes-style (apiVersion, kind, metadata), and Status for
 // errors, so kubectl prints them as it prints any API server's.
 import { explanationReason, type Explanation } from '../dns/explain.js';
+import type { QueryEntry, QueryLog } from '../dns/query-log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { groupVersion, resources } from './discovery.js';
 
@@ -67,3 +68,37 @@ export function ruleList(holder: RuleHolder) {
   };
 }
 
+/**
+ * `Query NAME`: one entry of the query log, named (and versioned) `<log instance>-<seq>`, created
+ * when the query arrived.
+ */
+export function query(e: QueryEntry, log: QueryLog) {
+  const version = log.version(e.seq);
+  return {
+    apiVersion: groupVersion,
+    kind: resources.queries.kind,
+    metadata: { name: version, resourceVersion: version, creationTimestamp: timestamp(e.time) },
+    spec: { name: e.name, type: e.type, client: e.client, clientPort: e.clientPort, transport: e.transport },
+    status: {
+      rcode: e.rcode,
+      source: e.source,
+      ...(e.rule !== undefined ? { rule: e.rule } : {}),
+      ...(e.target !== undefined ? { target: e.target } : {}),
+      ...(e.answer !== undefined ? { answer: e.answer } : {}),
+      truncated: e.truncated,
+      cached: e.cached,
+      ...(e.ms !== undefined ? { ms: e.ms } : {}),
+      time: new Date(e.time).toISOString(),
+    },
+  };
+}
+
+/** `QueryList`: the entries given (the log's, oldest first), at the log's newest version. */
+export function queryList(log: QueryLog, entries: readonly QueryEntry[]) {
+  return {
+    apiVersion: groupVersion,
+    kind: `${resources.queries.kind}List`,
+    metadata: { resourceVersion: log.version(log.last) },
+    items: entries.map((e) => query(e, log)),
+  };
+}

@@ -1,19 +1,20 @@
-// What the API serves once a request is authenticated and authorized: discovery, resolutions and
-// rules, as plain JSON or as the Tables kubectl prints. Errors are Status objects.
-import type { Resolver } from '../dns/resolver.js';
+// What the API serves once a request is authenticated and authorized: discovery, resolutions, rules
+// and the query log (get, list, watch), as plain JSON or as the Tables kubectl prints. Errors are
+// Status objects.
 import { explain } from '../dns/explain.js';
+import type { QueryEntry, QueryLog } from '../dns/query-log.js';
+import { parseQuerySelector } from '../dns/query-selector.js';
+import type { QueryStream } from '../dns/query-stream.js';
+import type { Resolver } from '../dns/resolver.js';
 import type { RuleHolder } from '../rules/holder.js';
-import { decodeSegment } from './attributes.js';
+import { decodeSegment, isWatch } from './attributes.js';
 import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { contentType, negotiate, type Representation } from './negotiation.js';
-import { resolution, ruleList, status } from './objects.js';
-import { resolutionColumns, ruleColumns, table, type Column, type IncludeObject, type ObjectWithMeta } from './tables.js';
+import { query, queryList, resolution, ruleList, status } from './objects.js';
+import { queryColumns, resolutionColumns, ruleColumns, table, type Column, type IncludeObject, type ObjectWithMeta, type TableOptions } from './tables.js';
 
-export interface Answer {
-  code: number;
-  body: unknown;
-  contentType?: string;
-}
+/** A JSON answer, or a watch the server streams. */
+export type Answer = { code: number; body: unknown; contentType?: string } | { code: 200; watch: QueryStream };
 
 export interface RouteDeps {
   resolver: Resolver;
@@ -28,12 +29,56 @@ const notAcceptable = (accept: string | undefined, tables: boolean): Answer => (
 });
 const includeObjects: readonly IncludeObject[] = ['None', 'Metadata', 'Object'];
 
+/** The Table options a request asks for, or the 400 for a bad `includeObject`. */
+function tableOptions(how: Extract<Representation, { kind: 'table' }>, url: URL): Omit<TableOptions, 'withColumns' | 'now'> | Answer {
+  const includeObject = (url.searchParams.get('includeObject') ?? 'Metadata') as IncludeObject;
+  if (!includeObjects.includes(includeObject)) return { code: 400, body: status(400, `includeObject must be one of ${includeObjects.join(', ')}`) };
+  return { apiVersion: how.apiVersion, includeObject };
+}
+
 /** The answer in the representation asked for: the object itself, or a Table of `rows` with `columns`. */
 function present<T extends ObjectWithMeta>(how: Representation, url: URL, body: unknown, columns: readonly Column<T>[], rows: readonly T[], resourceVersion?: string): Answer {
   if (how.kind === 'json') return { code: 200, body };
-  const includeObject = (url.searchParams.get('includeObject') ?? 'Metadata') as IncludeObject;
-  if (!includeObjects.includes(includeObject)) return { code: 400, body: status(400, `includeObject must be one of ${includeObjects.join(', ')}`) };
-  return { code: 200, contentType: contentType(how), body: table(columns, rows, { apiVersion: how.apiVersion, includeObject, withColumns: true, now: Date.now(), resourceVersion }) };
+  const options = tableOptions(how, url);
+  if ('code' in options) return options;
+  return { code: 200, contentType: contentType(how), body: table(columns, rows, { ...options, withColumns: true, now: Date.now(), resourceVersion }) };
+}
+
+const badRequest = (message: string): Answer => ({ code: 400, body: status(400, message) });
+
+/** How long a watch lasts without ?timeoutSeconds=: as kube-apiserver's, 30 to 60 minutes (--min-request-timeout=1800, randomized). */
+const defaultWatchMs = () => (1 + Math.random()) * 1800_000;
+
+/** `queries`, `queries/NAME`, `queries?watch=true`: the query log, filtered by ?fieldSelector=. */
+function queries(log: QueryLog, how: Representation, url: URL, name: string | undefined): Answer {
+  const kind = resources.queries.name;
+  if (name !== undefined) {
+    const asked = decodeSegment(name);
+    const seq = log.seqOf(asked);
+    const entry = seq === undefined ? undefined : log.get(seq);
+    if (!entry) return { code: 404, body: status(404, `${kind}.${group} "${asked}" not found (this agent's log holds ${log.version(log.oldest)} to ${log.version(log.last)})`, { name: asked, group, kind }) };
+    const object = query(entry, log);
+    return present(how, url, object, queryColumns, [object]);
+  }
+  const selector = parseQuerySelector(url.searchParams.get('fieldSelector') ?? '');
+  if (typeof selector !== 'function') return badRequest(`fieldSelector: ${selector.error}`);
+  const keep = (e: QueryEntry) => selector(e, log.version(e.seq));
+  if (!isWatch(url)) {
+    const list = queryList(log, log.entries().filter(keep));
+    return present(how, url, list, queryColumns, list.items, list.metadata.resourceVersion);
+  }
+  const timeout = url.searchParams.get('timeoutSeconds');
+  if (timeout !== null && !/^\d+$/.test(timeout)) return badRequest(`timeoutSeconds must be a whole number of seconds, got "${timeout}"`);
+  const options = how.kind === 'table' ? tableOptions(how, url) : undefined;
+  if (options && 'code' in options) return options;
+  const line = (e: QueryEntry, first: boolean) => {
+    const object = query(e, log);
+    // Events after the first leave out the column definitions, as the API server sends them: kubectl keeps the first.
+    const shown = options ? table(queryColumns, [object], { ...options, withColumns: first, now: Date.now() }) : object;
+    return `${JSON.stringify({ type: 'ADDED', object: shown })}\n`;
+  };
+  const watch: QueryStream = { log, after: log.watchAfter(url.searchParams.get('resourceVersion')), keep, line, contentType: 'application/json', timeoutMs: timeout === null ? defaultWatchMs() : Number(timeout) * 1000 };
+  return { code: 200, watch };
 }
 
 export async function route(method: string, url: URL, accept: string | undefined, deps: RouteDeps): Promise<Answer> {
@@ -67,6 +112,13 @@ export async function route(method: string, url: URL, accept: string | undefined
         return { code: 400, body: status(400, `${resources.resolutions.name} "${asked}": ${(err as Error).message}`, { name: asked, group, kind: resources.resolutions.name }) };
       }
       return present(how, url, object, resolutionColumns, [object]);
+    }
+    case resources.queries.name: {
+      if (!read) return onlyVerbs(resources.queries.verbs, resources.queries.name);
+      if (!how) return notAcceptable(accept, true);
+      const log = deps.resolver.queryLog;
+      if (!log) return { code: 404, body: status(404, `the query log is off on this agent (--dns-query-log-size=0)`, { group, kind: resources.queries.name }) };
+      return queries(log, how, url, name);
     }
   }
   return notFound(url.pathname);

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
 import { TlsFingerprint } from '../agent/credentials.js';
+import { streamQueries } from '../dns/query-stream.js';
 import { authUnavailable, forbiddenMessage, tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
 import { TtlCache } from '../kube/ttl-cache.js';
 import { closeServer, listenOn } from '../observability/listen.js';
@@ -167,6 +168,7 @@ export class ApiServer {
   private send(req: http.IncomingMessage, res: http.ServerResponse, answer: Answer, authentication: string, user?: UserInfo): void {
     this.metrics.requests.inc({ code: String(answer.code), authentication });
     this.opts.log.debug({ method: req.method, url: req.url, code: answer.code, authentication, user: user?.username }, 'API request');
+    if ('watch' in answer) return streamQueries(res, answer.watch);
     const body = `${JSON.stringify(answer.body)}\n`;
     res.writeHead(answer.code, { 'content-type': answer.contentType ?? 'application/json', 'cache-control': 'no-cache, private' });
     res.end(req.method === 'HEAD' ? undefined : body);

@@ -116,6 +116,28 @@ export const ruleColumns: Column<RuleObject>[] = [
   { name: 'Wildcard', type: 'string', priority: 1, description: 'For a whole-namespace rule, the names it matches by shape.', cell: (o) => orNone(o.spec.wildcard) },
 ];
 
+/** The fields of a Query that its columns read (apiserver/objects.ts builds it). */
+export interface QueryObject extends ObjectWithMeta {
+  spec: { name: string; type: string; client: string; clientPort: number; transport: string };
+  status: { rcode: string; source: string; rule?: string; target?: string; answer?: string[]; cached: boolean; ms?: number; time: string };
+}
+
+export const queryColumns: Column<QueryObject>[] = [
+  nameColumn,
+  { name: 'Query', type: 'string', priority: 0, description: 'The name asked, as the client wrote it.', cell: (o) => orNone(o.spec.name) },
+  { name: 'Type', type: 'string', priority: 0, description: 'The query type.', cell: (o) => orNone(o.spec.type) },
+  { name: 'Client', type: 'string', priority: 0, description: 'The address the query came from.', cell: (o) => o.spec.client },
+  { name: 'Rcode', type: 'string', priority: 0, description: 'The response code of the answer.', cell: (o) => o.status.rcode },
+  { name: 'Rule', type: 'string', priority: 0, description: 'The rule that answered, if one did.', cell: (o) => orNone(o.status.rule) },
+  { name: 'Latency', type: 'string', priority: 0, description: 'How long the answer took; "cached" for answers from the answers cache (microseconds, not timed).', cell: (o) => (o.status.ms !== undefined ? `${o.status.ms}ms` : o.status.cached ? 'cached' : none) },
+  ageColumn,
+  { name: 'Transport', type: 'string', priority: 1, description: 'udp or tcp.', cell: (o) => o.spec.transport },
+  { name: 'Source', type: 'string', priority: 1, description: 'What answered: rule, zone (NXDOMAIN in the cluster zone), forward or error.', cell: (o) => o.status.source },
+  { name: 'Target', type: 'string', priority: 1, description: 'The rule\'s target, or the upstream a forwarded query went to.', cell: (o) => orNone(o.status.target) },
+  { name: 'Answer', type: 'string', priority: 1, description: 'Our own answer\'s records (forwarded answers are not decoded).', cell: (o) => shortList(o.status.answer ?? []) },
+  { name: 'Time', type: 'string', priority: 1, description: 'When the query arrived, to the millisecond.', cell: (o) => o.status.time },
+];
+
 /** A Table of `objects` with `columns`. */
 export function table<T extends ObjectWithMeta>(columns: readonly Column<T>[], objects: readonly T[], o: TableOptions) {
   const rowObject = (obj: T) =>

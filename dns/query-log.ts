@@ -153,8 +153,13 @@ export class QueryLog {
    */
   watchAfter(version: string | null | undefined): number {
     if (version === null || version === undefined || version === '' || version === '0') return 0;
+    return this.seqOf(version) ?? this.last;
+  }
+
+  /** The seq a version of this log names; undefined for another log's, or not a version. */
+  seqOf(version: string): number | undefined {
     const m = /^([0-9a-f]+)-(\d+)$/.exec(version);
-    return m && m[1] === this.instance ? Number(m[2]) : this.last;
+    return m && m[1] === this.instance ? Number(m[2]) : undefined;
   }
 
   /** A watcher: gets every batch of new entries until the returned function is called. */

@@ -3,6 +3,8 @@
 // SubjectAccessReview: who is trusted with which credentials, and what they get.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Resolver as NodeResolver } from 'node:dns/promises';
+import type http from 'node:http';
 import https from 'node:https';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,7 +52,8 @@ beforeAll(async () => {
   api.users.set('carol-token', { username: 'carol', groups: ['system:authenticated'] });
   api.users.set('dave-token', { username: 'dave', groups: ['system:authenticated'] });
   const resolutions = 'get resolutions.dns.spoke-agent.io';
-  for (const allowed of [`alice ${resolutions}`, `carol ${resolutions}`, 'group:ops list rules.dns.spoke-agent.io', `group:system:authenticated get ${base}`]) api.allowed.add(allowed);
+  const queryReader = ['get', 'list', 'watch'].map((verb) => `carol ${verb} queries.dns.spoke-agent.io`);
+  for (const allowed of [`alice ${resolutions}`, `carol ${resolutions}`, 'group:ops list rules.dns.spoke-agent.io', `group:system:authenticated get ${base}`, ...queryReader]) api.allowed.add(allowed);
   dnsStack = await startExplainedDns(log);
   const client = await kubeApiClient(api.kubeconfigPath);
   server = await startApiServer({ options: options(api.kubeconfigPath), resolver: dnsStack.dns.resolver, holder: dnsStack.holder, log, registry: new Registry(), client });
@@ -81,6 +84,54 @@ function call(path: string, { cert, headers = {} }: Call = {}): Promise<{ status
 }
 
 const sarsFor = (user: string) => api.accessReviews.filter((r) => r.user === user);
+
+/** A query to the test's DNS server from a real client (c-ares over UDP). */
+async function ask(name: string): Promise<void> {
+  const resolver = new NodeResolver({ timeout: 2000, tries: 1 });
+  resolver.setServers([`127.0.0.1:${dnsStack.dns.listening.port}`]);
+  await resolver.resolve4(name).catch(() => undefined);
+}
+
+/** A watch over TLS: its events, one JSON object a line, as they come. */
+function watchEvents(path: string, { cert, headers = {} }: Call) {
+  const events: Obj[] = [];
+  const waiters: Array<() => void> = [];
+  let req!: http.ClientRequest;
+  const opened = new Promise<void>((resolveOpened, reject) => {
+    req = https.request({ host: '127.0.0.1', port: server.port, path, ca: readFileSync(pki.caCert), cert: cert?.cert, key: cert?.key, headers, agent: false }, (res) => {
+      expect(res.statusCode).toBe(200);
+      resolveOpened();
+      let text = '';
+      res.on('data', (c: Buffer) => {
+        text += c.toString();
+        for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n')) {
+          events.push(JSON.parse(text.slice(0, nl)) as Obj);
+          text = text.slice(nl + 1);
+        }
+        for (const w of waiters.splice(0)) w();
+      });
+      res.on('end', () => doneResolve());
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  let doneResolve!: () => void;
+  const done = new Promise<void>((r) => (doneResolve = r));
+  let seen = 0;
+  /** The next event (after those already returned) that `wanted` accepts. */
+  const next = async (wanted: (e: Obj) => boolean): Promise<Obj> => {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      while (seen < events.length) {
+        const e = events[seen++]!;
+        if (wanted(e)) return e;
+      }
+      if (Date.now() > deadline) throw new Error(`no such event in ${JSON.stringify(events)}`);
+      await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 100)));
+    }
+  };
+  return { opened, next, done, close: () => req.destroy() };
+}
 
 describe('dns.spoke-agent.io on its own port', () => {
   it('trusts the front proxy\'s headers: user, UID, every group and the extras reach the SubjectAccessReview', async () => {
@@ -166,12 +217,75 @@ describe('dns.spoke-agent.io on its own port', () => {
     expect((await call(`${base}/rules`, asErin)).body.kind).toBe('RuleList');
   });
 
+  it('lists the query log under its own permission, by field selector, as objects or a Table, and gets one by name', async () => {
+    const asCarol = { cert: clientCa.issue('carol', { client: true }) };
+    const asAlice = { cert: frontProxy, headers: { 'X-Remote-User': 'alice' } };
+    const asked = `listed-${Date.now()}.cluster1`;
+    await ask(asked);
+    const refused = await call(`${base}/queries`, asAlice);
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toBe('queries.dns.spoke-agent.io is forbidden: User "alice" cannot list resource "queries" in API group "dns.spoke-agent.io" at the cluster scope: no RBAC policy matched');
+    expect((await call(`${base}/resolutions/cluster1`, asAlice)).status).toBe(200);
+
+    const list = await call(`${base}/queries?fieldSelector=${encodeURIComponent(`name=${asked},rcode=NXDOMAIN`)}`, asCarol);
+    expect(list.status, JSON.stringify(list.body)).toBe(200);
+    expect(list.body).toMatchObject({ apiVersion: 'dns.spoke-agent.io/v1alpha1', kind: 'QueryList', metadata: { resourceVersion: expect.stringMatching(/^[0-9a-f]{8}-\d+$/) } });
+    expect(list.body.items).toHaveLength(1);
+    const item = list.body.items[0];
+    expect(item).toMatchObject({ kind: 'Query', spec: { name: asked, type: 'A', client: '127.0.0.1', transport: 'udp' }, status: { rcode: 'NXDOMAIN', source: 'zone', cached: false, ms: expect.any(Number) } });
+    expect(item.metadata.name).toBe(item.metadata.resourceVersion);
+    expect(Math.abs(Date.parse(item.metadata.creationTimestamp) - Date.now())).toBeLessThan(10_000);
+
+    const kubectlGet = { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' };
+    const tableOf = await call(`${base}/queries?fieldSelector=${encodeURIComponent(`spec.name=${asked}`)}`, { ...asCarol, headers: kubectlGet });
+    expect(tableOf.body.columnDefinitions.filter((c: Obj) => c.priority === 0).map((c: Obj) => c.name)).toEqual(['Name', 'Query', 'Type', 'Client', 'Rcode', 'Rule', 'Latency', 'Age']);
+    expect(tableOf.body.columnDefinitions.filter((c: Obj) => c.priority === 1).map((c: Obj) => c.name)).toEqual(['Transport', 'Source', 'Target', 'Answer', 'Time']);
+    expect(tableOf.body.rows[0].cells.slice(0, 6)).toEqual([item.metadata.name, asked, 'A', '127.0.0.1', 'NXDOMAIN', '<none>']);
+
+    expect((await call(`${base}/queries/${item.metadata.name}`, asCarol)).body).toEqual(item);
+    const gone = await call(`${base}/queries/00000000-1`, asCarol);
+    expect(gone).toMatchObject({ status: 404, body: { kind: 'Status', reason: 'NotFound', details: { name: '00000000-1', kind: 'queries' } } });
+    expect(await call(`${base}/queries?fieldSelector=phase%3DRunning`, asCarol)).toMatchObject({ status: 400, body: { message: expect.stringMatching(/field label not supported: phase/) } });
+  });
+
+  it('watches the query log: a query shows up within a second, as an event or a Table row, and a version from another agent starts from now', async () => {
+    const asCarol = { cert: clientCa.issue('carol', { client: true }) };
+    const selector = `fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`;
+    const plain = watchEvents(`${base}/queries?watch=true&${selector}&resourceVersion=ffffffff-1`, asCarol);
+    const tables = watchEvents(`${base}/queries?watch=1&${selector}&resourceVersion=ffffffff-1`, { ...asCarol, headers: { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' } });
+    try {
+      await Promise.all([plain.opened, tables.opened]);
+      await ask('kubernetes.default.cluster1'); // NOERROR: the selector leaves it out
+      const asked = `watched-${Date.now()}.cluster1`;
+      const at = Date.now();
+      await ask(asked);
+      const event = await plain.next(() => true);
+      expect(Date.now() - at).toBeLessThan(1000);
+      expect(event).toMatchObject({ type: 'ADDED', object: { kind: 'Query', spec: { name: asked }, status: { rcode: 'NXDOMAIN' } } });
+      const first = await tables.next(() => true);
+      expect(first.object).toMatchObject({ kind: 'Table', columnDefinitions: expect.any(Array), rows: [{ object: { kind: 'PartialObjectMetadata' } }] });
+      expect(first.object.rows[0].cells.slice(0, 5)).toEqual([event.object.metadata.name, asked, 'A', '127.0.0.1', 'NXDOMAIN']);
+      await ask(`again-${asked}`);
+      const second = await tables.next(() => true);
+      expect(second.object.rows[0].cells[1]).toBe(`again-${asked}`);
+      expect(second.object.columnDefinitions).toBeUndefined();
+    } finally {
+      plain.close();
+      tables.close();
+    }
+    const sars = sarsFor('carol').map((r) => (r.resourceAttributes as Obj | undefined)?.verb);
+    expect(sars).toContain('watch');
+    const ended = watchEvents(`${base}/queries?watch=true&timeoutSeconds=1`, asCarol);
+    await ended.opened;
+    await expect(ended.done).resolves.toBeUndefined();
+  });
+
   it('serves discovery, and answers the aggregator\'s aggregated-discovery request with 406 so it falls back', async () => {
     const aggregator = { cert: frontProxy, headers: { 'X-Remote-User': 'system:kube-aggregator' } };
     const list = await call(base, aggregator);
     expect(list.status).toBe(200);
     expect(list.body).toMatchObject({ kind: 'APIResourceList', groupVersion: 'dns.spoke-agent.io/v1alpha1' });
-    expect(list.body.resources.map((r: { name: string }) => r.name)).toEqual(['resolutions', 'rules']);
+    expect(list.body.resources.map((r: { name: string }) => r.name)).toEqual(['resolutions', 'rules', 'queries']);
     expect(sarsFor('system:kube-aggregator').at(-1)).toMatchObject({ nonResourceAttributes: { verb: 'get', path: base } });
     api.allowed.add('system:kube-aggregator get /apis');
     const accept = 'application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList';

@@ -6,7 +6,7 @@ import { join, posix } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
-import { group, resources, version as apiVersion } from '../apiserver/discovery.js';
+import { group, resources, version as apiVersion, type ResourceInfo } from '../apiserver/discovery.js';
 import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
@@ -263,7 +263,7 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
   it('adds the APIService, its Service and RBAC, and changes nothing in the base but the DaemonSet', () => {
     const base = render(manifests);
     const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
-    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['APIService/v1alpha1.dns.spoke-agent.io', 'ClusterRole/spoke-agent-dns-debugger', 'RoleBinding/spoke-agent-authentication-reader', 'Service/spoke-agent-api']);
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['APIService/v1alpha1.dns.spoke-agent.io', 'ClusterRole/spoke-agent-dns-debugger', 'ClusterRole/spoke-agent-dns-query-reader', 'RoleBinding/spoke-agent-authentication-reader', 'Service/spoke-agent-api']);
     expect(objs.filter((o) => !added.includes(o) && o.kind !== 'DaemonSet')).toEqual(base.filter((o) => o.kind !== 'DaemonSet'));
   });
 
@@ -293,9 +293,13 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
       subjects: subject,
     });
     expect(one(objs, 'ClusterRoleBinding')).toMatchObject({ roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' }, subjects: subject });
-    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-debugger').rules).toEqual(Object.values(resources).map((r) => ({ apiGroups: [group], resources: [r.name], verbs: r.verbs })));
+    const role = (...served: ResourceInfo[]) => served.map((r) => ({ apiGroups: [group], resources: [r.name], verbs: r.verbs }));
+    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-debugger').rules).toEqual(role(resources.resolutions, resources.rules));
+    // Reading the queries pods make is not reading the rules: a role of its own.
+    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-query-reader').rules).toEqual(role(resources.queries));
+    expect(Object.keys(resources).sort()).toEqual(['queries', 'resolutions', 'rules']);
     // Bound to nobody here.
-    expect(objs.filter((o) => o.roleRef?.name === 'spoke-agent-dns-debugger')).toEqual([]);
+    expect(objs.filter((o) => ['spoke-agent-dns-debugger', 'spoke-agent-dns-query-reader'].includes(o.roleRef?.name))).toEqual([]);
   });
 });
 
