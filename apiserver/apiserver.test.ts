@@ -8,6 +8,12 @@ import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 import { negotiate } from './negotiation.js';
+import { query, resolution, ruleList } from './objects.js';
+import { openApiV2, openApiV3, openApiV3Discovery } from './openapi.js';
+import { QueryLog } from '../dns/query-log.js';
+import { encodeQuery, parseQuery, type Query } from '../dns/wire.js';
+import { RuleHolder } from '../rules/holder.js';
+import { parseRules } from '../rules/rule-set.js';
 import { humanDuration, queryColumns, resolutionColumns, ruleColumns, shortList, table } from './tables.js';
 
 const frontProxyCa = createCa('front-proxy-ca');
@@ -174,5 +180,88 @@ describe('tables', () => {
     const latency = queryColumns.find((c) => c.name === 'Latency')!;
     const q = (status: object) => ({ metadata: { name: 'x-1' }, spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' }, status: { rcode: 'NOERROR', source: 'rule', cached: false, time: '', ...status } });
     expect([latency.cell(q({ ms: 1.25 }), now), latency.cell(q({ cached: true }), now), latency.cell(q({ source: 'error' }), now)]).toEqual(['1.25ms', 'cached', '<none>']);
+  });
+});
+
+describe('OpenAPI', () => {
+  /* eslint-disable @typescript-eslint/no-explicit-any -- documents are plain JSON */
+  type Json = Record<string, any>;
+  const v3 = JSON.parse(openApiV3().body) as Json;
+  const v2 = JSON.parse(openApiV2().body) as Json;
+  const schemas = { v3: v3.components.schemas as Json, v2: v2.definitions as Json };
+  const resolve = (dialect: 'v2' | 'v3', s: Json): Json => {
+    const r = s.$ref ?? s.allOf?.[0]?.$ref;
+    return r ? schemas[dialect][r.split('/').pop()] : s;
+  };
+
+  /** Checks `value` against `schema` the way kubectl explain reads it: every field declared and described, types and required fields right. */
+  function conforms(dialect: 'v2' | 'v3', schema: Json, value: unknown, at: string): string[] {
+    const s = resolve(dialect, schema);
+    if (!s) return [`${at}: unresolved ${JSON.stringify(schema)}`];
+    if (Array.isArray(value)) return s.type === 'array' ? value.flatMap((v, i) => conforms(dialect, s.items, v, `${at}[${i}]`)) : [`${at}: array where ${s.type}`];
+    if (value !== null && typeof value === 'object') {
+      if (s.type !== 'object') return [`${at}: object where ${s.type}`];
+      const problems = (s.required ?? []).filter((k: string) => !(k in value)).map((k: string) => `${at}.${k}: required, missing`);
+      for (const [k, v] of Object.entries(value)) {
+        const field = s.properties?.[k];
+        if (!field) problems.push(`${at}.${k}: not in the schema`);
+        else if (!field.description) problems.push(`${at}.${k}: no description`);
+        else problems.push(...conforms(dialect, field, v, `${at}.${k}`));
+      }
+      return problems;
+    }
+    const type = typeof value === 'number' ? (Number.isInteger(value) && s.type === 'integer' ? 'integer' : 'number') : typeof value;
+    return type === s.type ? [] : [`${at}: ${type} where ${s.type}`];
+  }
+
+  const rules = parseRules({ naming: { cluster: 'cluster1', agentNamespace: 'ns', clusterDomain: 'cluster.test' }, expose: ['default/search', 'prod/*'] });
+  if (!rules.ok) throw new Error(rules.errors.join());
+  const log = new QueryLog({ size: 4 });
+  const msg = encodeQuery('search.default.cluster1', 1);
+  log.record(msg, (parseQuery(msg) as Query).nameEnd, 1, 0, 'udp', false, false, { source: 'rule', rule: '--expose=default/search', target: 't', answer: ['A 10.0.0.1'] }, { address: '10.0.0.9', port: 5 }, Date.now(), 0.2);
+  log.record(msg, 0, 0, 1, 'tcp', false, false, { source: 'error' }, { address: '10.0.0.9', port: 6 }, Date.now(), -1);
+  const explanation = { name: 'search.default.cluster1', type: 'A', action: 'rule' as const, rule: { source: '--expose=default/search', kind: 'service' }, target: 'search.default.svc.cluster.test', rcode: 'NOERROR', flags: ['qr', 'aa'], answer: [{ name: 'search.default.cluster1', type: 'CNAME', ttl: 5, data: 'search.default.svc.cluster.test' }], authority: [], ms: 0.5 };
+  const served = {
+    [`io.spoke-agent.dns.v1alpha1.Resolution`]: [resolution(explanation)],
+    [`io.spoke-agent.dns.v1alpha1.RuleList`]: [ruleList(new RuleHolder(rules.value))],
+    [`io.spoke-agent.dns.v1alpha1.Query`]: log.entries().map((e) => query(e, log)),
+  };
+
+  it('describes every field of every object the API serves, in both documents', () => {
+    for (const dialect of ['v3', 'v2'] as const) {
+      for (const [name, objects] of Object.entries(served)) for (const o of objects) expect(conforms(dialect, { $ref: `#/x/${name}` }, o, name), dialect).toEqual([]);
+    }
+    const q = served['io.spoke-agent.dns.v1alpha1.Query']![0]!;
+    expect(conforms('v3', { $ref: '#/x/io.spoke-agent.dns.v1alpha1.Query' }, { ...q, extra: 1, spec: { ...q.spec, clientPort: 'x' } }, 'q')).toEqual(['q.spec.clientPort: string where integer', 'q.extra: not in the schema']);
+  });
+
+  it('ties each kind to its group, version and paths, as kubectl explain looks them up', () => {
+    const gvk = (kind: string) => ({ group: 'dns.spoke-agent.io', kind, version: 'v1alpha1' });
+    for (const kind of ['Resolution', 'Rule', 'RuleList', 'Query', 'QueryList']) {
+      expect(schemas.v3[`io.spoke-agent.dns.v1alpha1.${kind}`]['x-kubernetes-group-version-kind']).toEqual([gvk(kind)]);
+      expect(schemas.v2[`io.spoke-agent.dns.v1alpha1.${kind}`]['x-kubernetes-group-version-kind']).toEqual([gvk(kind)]);
+    }
+    const base = '/apis/dns.spoke-agent.io/v1alpha1';
+    for (const doc of [v3, v2]) {
+      expect(Object.fromEntries(Object.entries(doc.paths as Json).map(([p, ops]) => [p, [ops.get['x-kubernetes-action'], ops.get['x-kubernetes-group-version-kind'].kind]]))).toEqual({
+        [`${base}/resolutions/{name}`]: ['get', 'Resolution'],
+        [`${base}/rules`]: ['list', 'Rule'],
+        [`${base}/queries`]: ['list', 'Query'],
+        [`${base}/queries/{name}`]: ['get', 'Query'],
+      });
+    }
+    expect(v3.paths[`${base}/queries`].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/io.spoke-agent.dns.v1alpha1.QueryList' });
+    expect(v2.paths[`${base}/queries`].get.responses['200'].schema).toEqual({ $ref: '#/definitions/io.spoke-agent.dns.v1alpha1.QueryList' });
+    // A described reference: v3 wraps it (siblings of $ref are ignored there), v2 keeps the sibling.
+    expect(schemas.v3['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({ description: expect.any(String), allOf: [{ $ref: '#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta' }] });
+    expect(schemas.v2['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({ $ref: '#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta', description: expect.any(String) });
+  });
+
+  it('publishes the v3 document under a hash of its content, with that hash as its ETag', () => {
+    expect(v3).toMatchObject({ openapi: '3.0.0' });
+    expect(v2).toMatchObject({ swagger: '2.0' });
+    expect(openApiV3Discovery()).toEqual({ paths: { 'apis/dns.spoke-agent.io/v1alpha1': { serverRelativeURL: `/openapi/v3/apis/dns.spoke-agent.io/v1alpha1?hash=${openApiV3().hash}` } } });
+    expect(openApiV3().etag).toBe(`"${openApiV3().hash}"`);
+    expect(openApiV3().hash).toMatch(/^[0-9A-F]{128}$/);
   });
 });

@@ -11,10 +11,20 @@ import { decodeSegment, isWatch } from './attributes.js';
 import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { contentType, negotiate, type Representation } from './negotiation.js';
 import { query, queryList, resolution, ruleList, status } from './objects.js';
+import { openApiV2, openApiV3, openApiV3Discovery, openApiV3Path } from './openapi.js';
 import { queryColumns, resolutionColumns, ruleColumns, table, type Column, type IncludeObject, type ObjectWithMeta, type TableOptions } from './tables.js';
 
-/** A JSON answer, or a watch the server streams. */
-export type Answer = { code: number; body: unknown; contentType?: string } | { code: 200; watch: QueryStream };
+/**
+ * A JSON answer (`raw`: already serialized), or a watch the server streams. With an `etag`, a
+ * request whose If-None-Match holds it gets 304.
+ */
+export type Answer = { code: number; body?: unknown; raw?: string; contentType?: string; etag?: string } | { code: 200; watch: QueryStream };
+
+/** The request headers routes read. */
+export interface RouteHeaders {
+  accept?: string;
+  'if-none-match'?: string;
+}
 
 export interface RouteDeps {
   resolver: Resolver;
@@ -81,9 +91,20 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
   return { code: 200, watch };
 }
 
-export async function route(method: string, url: URL, accept: string | undefined, deps: RouteDeps): Promise<Answer> {
+/** /openapi/v2, /openapi/v3 and the group-version's v3 document, for the aggregator and kubectl explain. */
+function openApi(path: string, headers: RouteHeaders): Answer {
+  if (!negotiate(headers.accept, false)) return notAcceptable(headers.accept, false);
+  if (path === '/openapi/v3') return { code: 200, body: openApiV3Discovery() };
+  const doc = path === '/openapi/v2' ? openApiV2() : openApiV3();
+  if (headers['if-none-match'] === doc.etag) return { code: 304, etag: doc.etag };
+  return { code: 200, raw: doc.body, etag: doc.etag };
+}
+
+export async function route(method: string, url: URL, headers: RouteHeaders, deps: RouteDeps): Promise<Answer> {
+  const accept = headers.accept;
   const read = method === 'GET' || method === 'HEAD';
   const path = url.pathname.replace(/\/$/, '');
+  if (path === '/openapi/v2' || path === '/openapi/v3' || path === openApiV3Path) return read ? openApi(path, headers) : onlyVerbs(['GET'], url.pathname);
   const discovery = path === '/apis' ? apiGroupList : path === `/apis/${group}` ? apiGroup : path === `/apis/${groupVersion}` ? apiResourceList : undefined;
   if (discovery) {
     if (!read) return onlyVerbs(['GET'], url.pathname);

@@ -143,7 +143,7 @@ export class ApiServer {
       this.opts.log.error({ error: (err as Error).message, url: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
       return this.send(req, res, { code: 503, body: status(503, authUnavailable) }, method);
     }
-    this.send(req, res, await route(req.method ?? 'GET', url, req.headers.accept, this.opts.routes), method, user);
+    this.send(req, res, await route(req.method ?? 'GET', url, req.headers, this.opts.routes), method, user);
   }
 
   private async tokenUser(token: string): Promise<UserInfo | undefined> {
@@ -169,8 +169,10 @@ export class ApiServer {
     this.metrics.requests.inc({ code: String(answer.code), authentication });
     this.opts.log.debug({ method: req.method, url: req.url, code: answer.code, authentication, user: user?.username }, 'API request');
     if ('watch' in answer) return streamQueries(res, answer.watch);
-    const body = `${JSON.stringify(answer.body)}\n`;
-    res.writeHead(answer.code, { 'content-type': answer.contentType ?? 'application/json', 'cache-control': 'no-cache, private' });
+    const headers = { 'cache-control': 'no-cache, private', ...(answer.etag ? { etag: answer.etag } : {}) };
+    if (answer.code === 304) return void res.writeHead(304, headers).end();
+    const body = answer.raw ?? `${JSON.stringify(answer.body)}\n`;
+    res.writeHead(answer.code, { 'content-type': answer.contentType ?? 'application/json', ...headers });
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 

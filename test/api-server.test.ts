@@ -280,6 +280,33 @@ describe('dns.spoke-agent.io on its own port', () => {
     await expect(ended.done).resolves.toBeUndefined();
   });
 
+  it('serves OpenAPI v2 and v3 to the aggregator (system:aggregator), with ETags it can revalidate', async () => {
+    for (const path of ['/openapi/v2', '/openapi/v3', '/openapi/v3/apis/dns.spoke-agent.io/v1alpha1']) api.allowed.add(`system:aggregator get ${path}`);
+    const aggregator = { cert: frontProxy, headers: { 'X-Remote-User': 'system:aggregator', accept: 'application/json' } };
+    const raw = (path: string, extra: Record<string, string> = {}) =>
+      new Promise<{ status: number; etag?: string; text: string }>((resolve, reject) => {
+        const req = https.get({ host: '127.0.0.1', port: server.port, path, ca: readFileSync(pki.caCert), cert: frontProxy.cert, key: frontProxy.key, headers: { ...aggregator.headers, ...extra }, agent: false }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, etag: res.headers.etag, text }));
+        });
+        req.on('error', reject);
+      });
+    const v2 = await raw('/openapi/v2');
+    expect(v2.status).toBe(200);
+    expect(JSON.parse(v2.text)).toMatchObject({ swagger: '2.0', definitions: { 'io.spoke-agent.dns.v1alpha1.Query': { 'x-kubernetes-group-version-kind': [{ kind: 'Query' }] } } });
+    expect(await raw('/openapi/v2', { 'if-none-match': v2.etag! })).toMatchObject({ status: 304, text: '' });
+    const discovery = (await call('/openapi/v3', aggregator)).body;
+    const url = discovery.paths['apis/dns.spoke-agent.io/v1alpha1'].serverRelativeURL as string;
+    expect(url).toMatch(/^\/openapi\/v3\/apis\/dns\.spoke-agent\.io\/v1alpha1\?hash=[0-9A-F]+$/);
+    const v3 = await raw(url);
+    expect(v3.status).toBe(200);
+    expect(JSON.parse(v3.text)).toMatchObject({ openapi: '3.0.0', components: { schemas: { 'io.spoke-agent.dns.v1alpha1.Resolution': { type: 'object' } } } });
+    expect(v3.etag).toBe(`"${url.split('hash=')[1]}"`);
+    expect(sarsFor('system:aggregator').map((r) => (r.nonResourceAttributes as Obj | undefined)?.path)).toEqual(expect.arrayContaining(['/openapi/v2', '/openapi/v3', '/openapi/v3/apis/dns.spoke-agent.io/v1alpha1']));
+    expect((await raw('/openapi/v2', { accept: 'application/com.github.proto-openapi.spec.v2@v1.0+protobuf' })).status).toBe(406);
+  });
+
   it('serves discovery, and answers the aggregator\'s aggregated-discovery request with 406 so it falls back', async () => {
     const aggregator = { cert: frontProxy, headers: { 'X-Remote-User': 'system:kube-aggregator' } };
     const list = await call(base, aggregator);
