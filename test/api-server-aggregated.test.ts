@@ -1,21 +1,31 @@
 // The dns.spoke-agent.io API behind a real kube-apiserver's aggregation layer, all on loopback: the
 // agent (the real command) serves the API, the manifests' component (APIService, RBAC) is applied
 // to the API server with its Service made an ExternalName for 127.0.0.1, and kubectl reaches the
-// agent through the aggregator as users with and without the ClusterRole. Skipped, with a note,
-// where the kube-apiserver and etcd binaries are absent (README.md, "Tests against a real
-// kube-apiserver"). One API server for the whole file.
+// agent through the aggregator as users with and without the ClusterRoles: kubectl explain (OpenAPI
+// v3 and v2 as the aggregator merges them), kubectl get's columns, a dig showing up in a running
+// kubectl get --watch, and a UID header reaching the real SubjectAccessReview (seen in the API
+// server's audit log). Skipped, with a note, where the kube-apiserver and etcd binaries are absent
+// (README.md, "Tests against a real kube-apiserver"). One API server for the whole file.
+import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import https from 'node:https';
+import { promisify } from 'node:util';
+import { Registry } from 'prom-client';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { parseAuthenticationConfig } from '../apiserver/authentication.js';
 import { group, version } from '../apiserver/discovery.js';
+import { ApiServer } from '../apiserver/server.js';
+import { kubeApiClient } from '../kube/config.js';
+import { apiReviewer } from '../kube/delegated-auth.js';
 import { createCa } from '../hub/ephemeral-pki.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { renderWithComponent, type Obj } from './support/kustomize.js';
 import { runCli, type Child } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
+import { waitUntilAsync } from './support/wait.js';
 import { createLogger } from '../observability/log.js';
 
 const missing = kubeBinariesMissing();
@@ -27,7 +37,25 @@ let kube: KubeApiServer;
 let dnsStack: ExplainedDns;
 let agent: Child | undefined;
 let apiPort = 0;
+let dnsPort = 0;
+let servingFiles: { cert: string; key: string };
 const servingCa = createCa('spoke-agent-api-ca');
+const agentAccount = 'system:serviceaccount:spoke-agent:spoke-agent';
+const log = createLogger('silent');
+
+/** A query from dig to the agent's DNS server, as an operator's or a pod's would be. */
+const dig = async (name: string, type: string) => (await promisify(execFile)('dig', ['@127.0.0.1', '-p', String(dnsPort), '+tries=1', '+time=2', name, type])).stdout;
+
+/** The agent's "API request" log lines: what reached it, as whom. */
+const agentSaw = () => agent!.stdout().split('\n').filter((l) => l.includes('"msg":"API request"')).map((l) => JSON.parse(l) as Obj);
+
+/** Columns of kubectl's table output: the header's, and each row's cells (split where the header's columns start). */
+function columns(text: string): { header: string[]; rows: string[][] } {
+  const [head = '', ...lines] = text.split('\n').filter((l) => l.trim() !== '');
+  const starts = [...head.matchAll(/\S+(?: \S+)*/g)].map((m) => m.index!);
+  const cut = (line: string) => starts.map((at, i) => line.slice(at, starts[i + 1]).trim());
+  return { header: cut(head), rows: lines.map(cut) };
+}
 
 describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s aggregator', () => {
   beforeAll(async () => {
@@ -45,14 +73,18 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       });
     const applied = await kube.kubectl('admin', ['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
     expect(applied.code, applied.stderr).toBe(0);
-    const bound = await kube.kubectl('admin', ['create', 'clusterrolebinding', 'alice-dns', '--clusterrole=spoke-agent-dns-debugger', '--user=alice']);
-    expect(bound.code, bound.stderr).toBe(0);
+    // alice may debug resolutions and rules, carol only read the query log: separate permissions.
+    for (const [name, role, user] of [['alice-dns', 'spoke-agent-dns-debugger', 'alice'], ['carol-queries', 'spoke-agent-dns-query-reader', 'carol']]) {
+      const bound = await kube.kubectl('admin', ['create', 'clusterrolebinding', name!, `--clusterrole=${role}`, `--user=${user}`]);
+      expect(bound.code, bound.stderr).toBe(0);
+    }
 
     const serving = servingCa.issue('spoke-agent-api', { serverNames: ['spoke-agent-api.spoke-agent.svc', '127.0.0.1'] });
     const cert = join(kube.dir, 'api.crt');
     const key = join(kube.dir, 'api.key');
     writeFileSync(cert, serving.cert);
     writeFileSync(key, serving.key, { mode: 0o600 });
+    servingFiles = { cert, key };
     agent = runCli([
       '--cluster-name=cluster1',
       '--cluster-domain=cluster.test',
@@ -60,7 +92,7 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       `--dns-upstream=127.0.0.1:${dnsStack.upstream.port}`,
       '--dns-port=0',
       '--health-server-port=0',
-      `--kubeconfig=${kube.kubeconfig('system:serviceaccount:spoke-agent:spoke-agent')}`,
+      `--kubeconfig=${kube.kubeconfig(agentAccount)}`,
       '--debug-auth=false',
       '--log-format=json',
       '--log-level=debug', // each API request is logged with its user and how it was authenticated
@@ -70,6 +102,7 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       `--api-tls-private-key-file=${key}`,
     ]);
     await agent.waitFor(/aggregated API listening/, 30_000);
+    dnsPort = Number((await agent.waitFor(/"port":(\d+)[^\n]*DNS server listening/))[1]);
     // The aggregator checks availability about every 30 s, sooner after a change to the APIService.
     const deadline = Date.now() + 90_000;
     for (;;) {
@@ -109,12 +142,139 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
   it('kubectl api-resources lists the group, and kubectl get reads the resources', async () => {
     const r = await kube.kubectl('alice', ['api-resources', `--api-group=${group}`, '-o', 'name']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.trim().split('\n').sort()).toEqual([`resolutions.${group}`, `rules.${group}`]);
+    expect(r.stdout.trim().split('\n').sort()).toEqual([`queries.${group}`, `resolutions.${group}`, `rules.${group}`]);
     const rules = await kube.kubectl('alice', ['get', `rules.${group}`, '-o', 'name']);
     expect(rules.code, rules.stderr).toBe(0);
     expect(rules.stdout).toContain(`rule.${group}/cluster1`);
     const rcode = await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1', '-o', 'jsonpath={.status.rcode} {.status.reason}']);
     expect(rcode.stdout).toMatch(/^NOERROR rule /);
+  });
+
+  it('kubectl explain prints every field with its description, from the OpenAPI v3 the aggregator merges, and from v2', async () => {
+    // The aggregator fetches a backend's /openapi/v3 when the APIService is added and every minute after.
+    let explained = { code: 1, stdout: '', stderr: '' };
+    await waitUntilAsync(async () => (explained = await kube.kubectl('alice', ['explain', `resolutions.${group}`])).code === 0, 90_000, 'kubectl explain to find the resource');
+    expect(explained.stdout).toMatch(/^GROUP:\s+dns\.spoke-agent\.io$/m);
+    expect(explained.stdout).toMatch(/^KIND:\s+Resolution$/m);
+    expect(explained.stdout).toMatch(/What the DNS server answers for a name, and why/);
+    for (const field of ['apiVersion', 'kind', 'metadata', 'spec', 'status']) expect(explained.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
+    const status = await kube.kubectl('alice', ['explain', `resolutions.${group}.status`]);
+    expect(status.code, status.stderr).toBe(0);
+    for (const field of ['action', 'addresses', 'cnameChain', 'rcode', 'reason', 'rule', 'target']) expect(status.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
+    expect(status.stdout).toMatch(/What the server does with the name: rule/);
+    const rcode = await kube.kubectl('carol', ['explain', `queries.${group}.status.rcode`]);
+    expect(rcode.stdout).toMatch(/FIELD: rcode <string>/);
+    expect(rcode.stdout).toMatch(/The response code: NOERROR, NXDOMAIN/);
+    expect((await kube.kubectl('alice', ['explain', `rules.${group}.spec.target`])).stdout).toMatch(/An in-cluster FQDN \(answered as a CNAME/);
+    // The merged v2 (kubectl's plaintext-openapiv2 renderer, and older tools).
+    let v2 = { code: 1, stdout: '', stderr: '' };
+    await waitUntilAsync(async () => (v2 = await kube.kubectl('alice', ['explain', `queries.${group}.spec`, '--output=plaintext-openapiv2'])).code === 0, 90_000, 'the merged OpenAPI v2 to have the group');
+    expect(v2.stdout).toMatch(/client\s+<string>/);
+    expect(v2.stdout).toMatch(/The address the query came from/);
+    // The aggregator asked for both: its v3 aggregation reads /openapi/v3, its v2 merge /openapi/v2.
+    for (const url of ['/openapi/v3', '/openapi/v2']) expect(agentSaw()).toContainEqual(expect.objectContaining({ user: 'system:aggregator', url, code: 200, authentication: 'front-proxy' }));
+    // kubectl's request for the group-version's document came through as alice.
+    expect(agentSaw()).toContainEqual(expect.objectContaining({ user: 'alice', url: expect.stringMatching(/^\/openapi\/v3\/apis\/dns\.spoke-agent\.io\/v1alpha1\?hash=/), code: 200 }));
+  }, 200_000);
+
+  it('kubectl get prints the columns, more with -o wide, and a rule\'s age', async () => {
+    const one = await kube.kubectl('alice', ['get', `resolutions.${group}`, 'kubernetes.default.cluster1']);
+    expect(one.code, one.stderr).toBe(0);
+    expect(columns(one.stdout)).toEqual({
+      header: ['NAME', 'TYPE', 'ACTION', 'RULE', 'TARGET', 'RCODE', 'ADDRESSES'],
+      rows: [['kubernetes.default.cluster1', 'A', 'rule', '--expose=default/kubernetes', 'kubernetes.default.svc.cluster.test', 'NOERROR', '127.0.0.1']],
+    });
+    const wide = columns((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1', '-o', 'wide'])).stdout);
+    expect(wide.header).toEqual(['NAME', 'TYPE', 'ACTION', 'RULE', 'TARGET', 'RCODE', 'ADDRESSES', 'CNAME CHAIN', 'FLAGS', 'LATENCY', 'REASON']);
+    expect(wide.rows[0]![7]).toBe('cluster1 -> kubernetes.default.svc.cluster.test');
+    const rules = columns((await kube.kubectl('alice', ['get', `rules.${group}`])).stdout);
+    expect(rules.header).toEqual(['NAME', 'KIND', 'NAMES', 'TARGET', 'SOURCE', 'AGE']);
+    expect(rules.rows.map((r) => [r[0], r[1], r[4]])).toEqual([['cluster1', 'cluster', '--cluster-name'], ['kubernetes.default.cluster1', 'service', '--expose=default/kubernetes']]);
+    for (const row of rules.rows) expect(row[5]).toMatch(/^\d+(s|m\d*s?)$/); // not <unknown>: rules have a creationTimestamp
+  });
+
+  it('a dig shows up in a running kubectl get --watch within a second', async () => {
+    const tag = Date.now();
+    await dig(`before-${tag}.cluster1`, 'TXT'); // so the watch's first list has a row to print
+    const watch = kube.kubectlProcess('carol', ['get', `queries.${group}`, '--watch', '--field-selector', 'type=TXT']);
+    try {
+      await watch.waitFor(new RegExp(`before-${tag}\\.cluster1`), 30_000);
+      const asked = performance.now();
+      await dig(`watched-${tag}.cluster1`, 'TXT');
+      await watch.waitFor(new RegExp(`watched-${tag}\\.cluster1.*\\n`), 5000);
+      const ms = performance.now() - asked;
+      expect(ms, `shown ${ms.toFixed(0)} ms after dig answered`).toBeLessThan(1000);
+      const table = columns(watch.stdout());
+      expect(table.header).toEqual(['NAME', 'QUERY', 'TYPE', 'CLIENT', 'RCODE', 'RULE', 'LATENCY', 'AGE']);
+      expect(table.rows.find((r) => r[1] === `watched-${tag}.cluster1`)).toEqual([expect.stringMatching(/^[0-9a-f]{8}-\d+$/), `watched-${tag}.cluster1`, 'TXT', '127.0.0.1', 'NXDOMAIN', '<none>', expect.stringMatching(/ms$/), expect.stringMatching(/^\d+s$/)]);
+    } finally {
+      watch.kill();
+      await watch.exited;
+    }
+    const wide = columns((await kube.kubectl('carol', ['get', `queries.${group}`, '-o', 'wide', '--field-selector', `name=watched-${tag}.cluster1`])).stdout);
+    expect(wide.header.slice(8)).toEqual(['TRANSPORT', 'SOURCE', 'TARGET', 'ANSWER', 'TIME']);
+    expect(wide.rows[0]!.slice(8, 10)).toEqual(['udp', 'zone']);
+  }, 60_000);
+
+  it('a user without the query-log permission gets 403 while still reading resolutions, and the other way round', async () => {
+    const refused = await kube.kubectl('alice', ['get', `queries.${group}`]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/queries\.dns\.spoke-agent\.io is forbidden: User "alice" cannot list resource "queries"/);
+    expect((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1'])).code).toBe(0);
+    const carol = await kube.kubectl('carol', ['get', `resolutions.${group}`, 'cluster1']);
+    expect(carol.stderr).toMatch(/forbidden: User "carol" cannot get resource "resolutions"/);
+    // The agent refuses too when reached directly (its own SubjectAccessReview).
+    const direct = await new Promise<number>((resolve, reject) => {
+      const req = https.get({ host: '127.0.0.1', port: apiPort, path: `${base}/queries?watch=true`, ca: servingCa.cert, servername: 'spoke-agent-api.spoke-agent.svc', headers: { authorization: `Bearer ${kube.token('alice')}` }, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', reject);
+    });
+    expect(direct).toBe(403);
+  });
+
+  it('passes the UID from requestheader-uid-headers to the SubjectAccessReview when the ConfigMap names them', async () => {
+    // v1.28 has no --requestheader-uid-headers: what 1.33 publishes is added to what this API server
+    // published, and a request is made as the front proxy would make it.
+    const cm = await kube.kubectl('admin', ['-n', 'kube-system', 'get', 'configmap', 'extension-apiserver-authentication', '-o', 'json']);
+    const published = (JSON.parse(cm.stdout) as Obj).data as Record<string, string>;
+    expect(published['requestheader-uid-headers']).toBeUndefined();
+    const withUid = new ApiServer({
+      host: '127.0.0.1',
+      port: 0,
+      certFile: servingFiles.cert,
+      keyFile: servingFiles.key,
+      authentication: parseAuthenticationConfig({ ...published, 'requestheader-uid-headers': '["X-Remote-Uid"]' }).config,
+      reviewer: apiReviewer((await kubeApiClient(kube.kubeconfig(agentAccount)))!),
+      routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder },
+      log,
+      registry: new Registry(),
+    });
+    const frontProxy = kube.frontProxyCa.issue('front-proxy-client', { client: true });
+    const asFrontProxy = (port: number, user: string, uid: string) =>
+      new Promise<number>((resolve, reject) => {
+        const headers = { 'X-Remote-User': user, 'X-Remote-Uid': uid, 'X-Remote-Group': 'system:authenticated' };
+        const req = https.get({ host: '127.0.0.1', port, path: `${base}/resolutions/cluster1`, ca: servingCa.cert, servername: 'spoke-agent-api.spoke-agent.svc', cert: frontProxy.cert, key: frontProxy.key, headers, agent: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+      });
+    const { port } = await withUid.listen();
+    try {
+      expect(await asFrontProxy(port, 'alice', 'alice-uid-42')).toBe(200);
+    } finally {
+      await withUid.close();
+    }
+    // The running agent read the ConfigMap as published (no UID headers): the header is not trusted there.
+    expect(await asFrontProxy(apiPort, 'bob', 'bob-uid-7')).toBe(403);
+    const reviews = () => kube.auditEvents().filter((e) => (e.objectRef as Obj | undefined)?.resource === 'subjectaccessreviews' && e.stage === 'ResponseComplete').map((e) => (e.requestObject as Obj).spec as Obj);
+    await waitUntilAsync(async () => reviews().some((r) => r.user === 'bob'), 10_000, 'the audit log to show the reviews');
+    expect(reviews()).toContainEqual(expect.objectContaining({ user: 'alice', uid: 'alice-uid-42', resourceAttributes: expect.objectContaining({ verb: 'get', resource: 'resolutions', name: 'cluster1' }) }));
+    const bob = reviews().filter((r) => r.user === 'bob');
+    expect(bob.length).toBeGreaterThan(0);
+    for (const r of bob) expect(r.uid).toBeUndefined();
   });
 
   it('the APIService reports Available', async () => {

@@ -1,12 +1,13 @@
 // A real kube-apiserver and etcd on loopback, for tests that must meet the real API (RBAC,
-// TokenReview, SubjectAccessReview, the aggregation layer). The binaries are not part of the project:
+// TokenReview, SubjectAccessReview, the aggregation layer; an audit log of the SubjectAccessReviews
+// shows what a reviewer sent). The binaries are not part of the project:
 // they are found in KUBE_BIN_DIR, else ~/.cache/spoke-agent/kube once it holds READY
 // (reference-bins.ts), built as README.md says; tests skip with a note where they are absent.
 // Everything listens on 127.0.0.1 with ephemeral ports (the API server on another loopback address and
 // port when asked, e.g. :443 as kubernetes.default.svc); the PKI is generated into a temporary folder.
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ const users: Record<string, [string, string[]]> = {
   admin: ['admin-token', ['system:masters']],
   alice: ['alice-token', []],
   bob: ['bob-token', []],
+  carol: ['carol-token', []],
   'system:serviceaccount:spoke-agent:spoke-agent': ['spoke-agent-token', ['system:serviceaccounts', 'system:serviceaccounts:spoke-agent']],
 };
 export type KubeUser = keyof typeof users;
@@ -45,8 +47,25 @@ export interface KubeApiServer {
   kubeconfig(user: KubeUser): string;
   /** Runs kubectl as `user`; resolves with its output and exit code. */
   kubectl(user: KubeUser, args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** kubectl as `user` left running (e.g. `get --watch`), with its output as it comes. */
+  kubectlProcess(user: KubeUser, args: string[]): Child;
+  /**
+   * The audit log's events so far (audit.k8s.io/v1 Event objects): every SubjectAccessReview, at
+   * level Request, so a test sees what a reviewer sent (user, UID, groups, attributes).
+   */
+  auditEvents(): Array<Record<string, unknown>>;
   close(): Promise<void>;
 }
+
+// Only SubjectAccessReviews, with their request body: what an extension server asked.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Request
+    resources: [{ group: authorization.k8s.io, resources: [subjectaccessreviews] }]
+  - level: None
+`;
 
 const write = (dir: string, name: string, text: string) => {
   const path = join(dir, name);
@@ -128,6 +147,8 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
       '--requestheader-extra-headers-prefix=X-Remote-Extra-',
       `--proxy-client-cert-file=${file('front-proxy-client.crt', proxyClient.cert)}`,
       `--proxy-client-key-file=${file('front-proxy-client.key', proxyClient.key)}`,
+      `--audit-policy-file=${file('audit-policy.yaml', auditPolicy)}`,
+      `--audit-log-path=${join(dir, 'audit.log')}`,
     ]);
     const deadline = Date.now() + 60_000;
     while ((await get(`${url}/readyz`, servingCa.cert, users.admin![0])) !== 200) {
@@ -162,6 +183,12 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
       if (input !== undefined) child.stdin!.end(input);
       else child.stdin!.end();
     });
-  return { url, dir, servingCa, clientCa, frontProxyCa, token: (user) => users[user]![0], kubeconfig, kubectl, close };
+  const kubectlProcess = (user: KubeUser, args: string[]) => run('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args]);
+  const auditEvents = () => {
+    const path = join(dir, 'audit.log');
+    if (!existsSync(path)) return [];
+    return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+  };
+  return { url, dir, servingCa, clientCa, frontProxyCa, token: (user) => users[user]![0], kubeconfig, kubectl, kubectlProcess, auditEvents, close };
 }
 
