@@ -34,7 +34,7 @@ class UsageError extends Error {}
 export async function runAgentCommand(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(
-      `Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve --help\n\n` +
+      `Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve|queries --help\n\n` +
         `Without --proxy-server-host it starts a local hub. Without any of --${demoOffFlags.join(', --')}: also the demo of README.md's quick start.\n\nFlags:\n${usage(agentCommandFlags)}\n`,
     );
     return 0;
@@ -58,7 +58,7 @@ export async function runAgentCommand(argv: string[]): Promise<number> {
 async function start(argv: string[], cleanups: Array<() => Promise<void> | void>, shutdown: () => Promise<void>): Promise<number> {
   const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
-  if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve)`);
+  if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { agentFlags } from '../agent/options.js';
 import { apiServerFlags } from '../apiserver/options.js';
 import { dialFlags } from './dial-command.js';
+import { queriesFlags } from './queries-command.js';
 import { dnsFlags } from '../dns/options.js';
 import { kubeFlags } from '../kube/options.js';
 import { ruleFlags } from '../rules/options.js';
@@ -44,7 +45,8 @@ function flagsMarkdown(): string {
     const ignored = all.filter((f) => f.ignored);
     if (ignored.length) out.push(`Accepted for drop-in compatibility with the Go agent, parsed and validated, no effect: ${ignored.map((f) => `\`--${f.name}\``).join(', ')}.`, '');
   }
-  out.push('#### `spoke-agent dial` (`cmd/dial-command.ts`)', '', ...table(Object.values(dialFlags)));
+  out.push('#### `spoke-agent dial` (`cmd/dial-command.ts`)', '', ...table(Object.values(dialFlags)), '');
+  out.push('#### `spoke-agent queries` (`cmd/queries-command.ts`)', '', ...table(Object.values(queriesFlags)));
   return out.join('\n');
 }
 

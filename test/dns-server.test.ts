@@ -13,6 +13,7 @@ import { dialLookup, resolveForDial } from '../dns/dial.js';
 import { explain } from '../dns/explain.js';
 import { queriesHandler } from '../dns/queries-handler.js';
 import { HealthServer } from '../observability/health-server.js';
+import { queryHeader, runQueriesCommand } from '../cmd/queries-command.js';
 import { runResolveCommand } from '../cmd/resolve-command.js';
 import type { DnsFlagValues } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
@@ -24,6 +25,7 @@ import { encodeQuery } from '../dns/wire.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { repoRoot } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
+import { waitUntil } from './support/wait.js';
 
 const run = promisify(execFile);
 const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
@@ -411,6 +413,22 @@ describe('debugging', () => {
       const since = await fetch(`${url}?watch=true&resourceVersion=${list.resourceVersion}&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, { signal: controller.signal });
       const replayed = Buffer.from((await since.body!.getReader().read()).value!).toString();
       expect(replayed.trim().split('\n').map((l) => (JSON.parse(l) as { name: string }).name)).toEqual(['watched.cluster1']);
+
+      // spoke-agent queries: the list, then (-w) what comes, until stopped.
+      let text = '';
+      const out = { write: (chunk: string) => ((text += chunk), true) } as unknown as NodeJS.WritableStream;
+      const healthPort = new URL(url).port;
+      expect(await runQueriesCommand([`--health-server-port=${healthPort}`, '--field-selector=name=listed.cluster1'], out)).toBe(0);
+      expect(text.split('\n')[0]).toBe(queryHeader);
+      expect(text.split('\n')[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1:\d+ +udp +A +NXDOMAIN +listed\.cluster1 - [\d.]+ms$/);
+      text = '';
+      const tail = runQueriesCommand([`--health-server-port=${healthPort}`, '-w', '--output=json', '--field-selector=rcode=NXDOMAIN'], out, controller.signal);
+      await waitUntil(() => text.includes('"name":"watched.cluster1"'), 5000, 'the held queries');
+      await dig('tailed.cluster1', 'A');
+      await waitUntil(() => text.includes('"name":"tailed.cluster1"'), 2000, 'the new query in the tail');
+      controller.abort();
+      expect(await tail).toBe(0);
+      expect(await runQueriesCommand(['--health-server-port=1'], out)).toBe(1);
     } finally {
       controller.abort();
       await health.close();
