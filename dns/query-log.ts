@@ -86,7 +86,8 @@ export class QueryLog {
     this.qtypes = new Uint16Array(n);
     this.rcodes = new Uint16Array(n);
     this.bits = new Uint8Array(n);
-    this.names = Buffer.alloc(n * NAME_SLOT);
+    // Not zeroed: a slot is read only once written, and pages never written stay out of RSS.
+    this.names = Buffer.allocUnsafeSlow(n * NAME_SLOT);
     this.metas = new Array<AnswerMeta | undefined>(n).fill(undefined);
     this.peers = new Array<Peer | undefined>(n).fill(undefined);
     this.flushMs = opts.flushMs ?? 100;
