@@ -130,7 +130,8 @@ function suite(release: AnpRelease): void {
       expect(registeredIn).toHaveLength(30);
       expect(Math.max(...registeredIn)).toBeLessThan(1000);
       expect(server.lines(/should not happen/, from)).toEqual([]);
-      expect(server.lines(/DIAL_RSP not recognized|could not get frontend client/, from)).toEqual([]);
+      // A DIAL_RSP after the frontend gave up on it would mean a dial answered too late.
+      expect(server.lines(/DIAL_RSP not recognized/, from)).toEqual([]);
       // the streams of the names gone close once the server stops routing to them
       const streams = () => agent.agent.clients.connections()[0]!.registrations().length;
       await expect.poll(streams, { timeout: 10_000 }).toBe(1 + 11); // the agent's own, stable, gen21..gen30
