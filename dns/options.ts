@@ -9,7 +9,7 @@ export const dnsFlags = {
     validate: (a) => (isIP(a) ? undefined : `"${a}" is not an IP address`),
   }),
   dnsPort: int('dns-port', 5353, 'Port of the DNS server, UDP and TCP (unprivileged: no root needed)', { validate: (n) => (n < 0 || n > 65535 ? `port ${n} out of range` : undefined) }),
-  dnsUpstream: str('dns-upstream', '', 'Resolver for rule targets and forwarded names, IP[:PORT] or [IPv6]:PORT', {
+  dnsUpstream: str('dns-upstream', '', 'Resolver for rule targets and forwarded names, IP[:PORT] or [IPv6]:PORT. With none (no nameserver in /etc/resolv.conf, or no such file) the DNS server still starts, with forwarding off and only IP targets answering, and says so in the log', {
     defaultText: 'first nameserver in /etc/resolv.conf, port 53',
     validate: (v) => {
       const parsed = v === '' ? undefined : parseUpstream(v);

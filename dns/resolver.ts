@@ -16,7 +16,7 @@ import { type CacheEntry, ResponseCache } from './cache.js';
 import type { DnsMetrics, Proto, Source } from './metrics.js';
 import type { Peer } from './peer.js';
 import type { QueryLog } from './query-log.js';
-import { type Upstream, UpstreamError } from './upstream.js';
+import { type UpstreamClient, UpstreamError } from './upstream.js';
 import {
   CLASS_ANY,
   CLASS_IN,
@@ -39,9 +39,11 @@ import {
 
 export interface ResolverOptions {
   rules: RuleHolder;
-  upstream: Upstream;
+  upstream: UpstreamClient;
   /** Forward names no rule matches (false: REFUSED). */
   forward: boolean;
+  /** Why forwarding is off, for the explanation of a REFUSED answer; default --dns-forward=false. */
+  forwardOffReason?: string;
   /** --dns-ttl in seconds. */
   ttl: number;
   /** Entries in each of the two caches; 0 turns caching off. */
@@ -191,7 +193,7 @@ export class Resolver {
       });
       return { ...built, bytes: reuseResponse(built.bytes, built.info, 0, msg, q) };
     }
-    if (!this.opts.forward) return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'forward', answer: ['forwarding is off (--dns-forward=false)'] } };
+    if (!this.opts.forward) return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'forward', answer: [`forwarding is off (${this.opts.forwardOffReason ?? '--dns-forward=false'})`] } };
 
     const hit = this.cachedUpstream(msg, q, now);
     if (hit !== undefined) return hit;

@@ -45,7 +45,33 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-export class Upstream {
+/** Where the resolver sends what it forwards and the targets of its rules. */
+export interface UpstreamClient {
+  /** Sends `query` and returns the response with the query's own ID. */
+  exchange(query: Buffer, tcp: boolean): Promise<Buffer>;
+  describe(): string;
+  close(): void;
+}
+
+/**
+ * No upstream at all (no --dns-upstream and no nameserver in resolv.conf, as in a bare container):
+ * the rules with IP targets still answer; every query that needs an upstream fails, saying why.
+ */
+export class NoUpstream implements UpstreamClient {
+  constructor(private readonly why: string) {}
+
+  exchange(): Promise<Buffer> {
+    return Promise.reject(new UpstreamError(`no upstream: ${this.why}`, 'network'));
+  }
+
+  describe(): string {
+    return `none (${this.why})`;
+  }
+
+  close(): void {}
+}
+
+export class Upstream implements UpstreamClient {
   private socket?: dgram.Socket;
   private readonly pending = new Map<number, Pending>();
 

@@ -16,7 +16,7 @@ import { HealthServer } from '../observability/health-server.js';
 import { queryHeader, runQueriesCommand } from '../cmd/queries-command.js';
 import { runResolveCommand } from '../cmd/resolve-command.js';
 import type { DnsFlagValues } from '../dns/options.js';
-import { startDns } from '../dns/setup.js';
+import { createResolver, startDns } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { hashedServiceHost } from '../rules/naming.js';
@@ -282,6 +282,24 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
     } finally {
       await s.dns.close();
       await silent.close();
+    }
+  });
+});
+
+describe('no upstream at all ("a bare container: no --dns-upstream, no resolv.conf")', () => {
+  it('starts with forwarding off: IP targets answer, name targets SERVFAIL, other names REFUSED, each explained', async () => {
+    const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '', dnsBatchedUdp: false, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 10, dnsUpstreamTimeout: 300, dnsQueryLogSize: 0 };
+    const resolver = createResolver(values, new RuleHolder(ruleSet([])), new Registry(), createLogger('silent'), join(repoRoot, 'no-such-dir/resolv.conf'));
+    try {
+      expect(resolver.forwarding).toBe(false);
+      expect(resolver.upstreamDescription).toMatch(/^none \(no --dns-upstream and .*resolv\.conf is unreadable: ENOENT/);
+      const echo = await explain(resolver, 'echo.cluster1');
+      expect(echo).toMatchObject({ action: 'rule', rcode: 'NOERROR' });
+      expect(echo.answer.map((r) => `${r.type} ${r.data}`)).toEqual(['A 127.0.0.1']);
+      expect(await explain(resolver, 'cluster1')).toMatchObject({ action: 'rule', rcode: 'SERVFAIL' });
+      expect(await explain(resolver, 'ext.example.test')).toMatchObject({ action: 'refused', rcode: 'REFUSED' });
+    } finally {
+      resolver.close();
     }
   });
 });
