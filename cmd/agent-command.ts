@@ -14,6 +14,7 @@ import { dialPolicy } from '../kube/dial-policy.js';
 import { defaultRulesConfigmap, kubeFlags, serviceAccountNamespace, usesKubeApi, validateKubeOptions } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
+import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
@@ -154,6 +155,14 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
   cleanups.push(() => health.close());
+  if (o.debugSocket && process.platform === 'linux') {
+    // `kubectl exec POD -- ... resolve NAME` explains answers through it with no token (cmd/resolve-command.ts).
+    const path = localSocketPath(healthPort);
+    await health.listenLocal(path).then(
+      () => log.info({ socket: socketName(path) }, 'health server also on a local socket (the pod\'s processes only, no token needed for /debug)'),
+      (err: Error) => log.warn({ socket: socketName(path), error: err.message }, 'cannot listen on the local socket: resolve in the pod will need a token'),
+    );
+  }
   if (o.enableProfiling) {
     // The Go agent's admin server, like it only on demand here: node:inspector is loaded with it.
     const { addProfilingRoutes } = await import('../observability/profiling.js');

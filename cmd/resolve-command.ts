@@ -9,6 +9,7 @@ import { describeRecords, type Explanation, explanationReason, flagsOf } from '.
 import { dnsFlags } from '../dns/options.js';
 import { encodeQuery, rcodeName, TYPE, typeCode } from '../dns/wire.js';
 import { bool, duration, FlagError, parseFlags, str, usage } from '../flags/flags.js';
+import { localSocketPath, socketName } from '../observability/local-socket.js';
 
 const { Packet } = dns2;
 
@@ -18,7 +19,7 @@ const resolveFlags = {
   dnsPort: dnsFlags.dnsPort,
   tcp: bool('tcp', false, 'Ask over TCP (UDP answers that are truncated are retried over TCP anyway).'),
   timeout: duration('timeout', 2000, 'How long to wait for the answer.'),
-  healthServerHost: str('health-server-host', '127.0.0.1', 'Where the agent serves /debug/resolve, for the explanation.'),
+  healthServerHost: str('health-server-host', '127.0.0.1', 'Where the agent serves /debug/resolve, for the explanation (on Linux, an agent on this machine or in this pod is first asked over its local socket, --debug-socket).'),
   healthServerPort: agentFlags.healthServerPort,
   help: bool('help', false, 'Show this help.'),
 };
@@ -54,6 +55,59 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
     }
   });
 }
+
+type ResolveValues = ReturnType<typeof parseFlags<typeof resolveFlags>>['values'];
+
+/** GET `path` over the Unix socket `socketPath`: status and body, or undefined when nothing listens there. */
+function getLocal(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: string } | undefined> {
+  const { request } = process.getBuiltinModule('node:http');
+  return new Promise((resolve) => {
+    const req = request({ socketPath, path, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(undefined));
+    req.end();
+  });
+}
+
+/**
+ * The agent's /debug/resolve for `name`, as one `;;` line. First over the agent's local socket
+ * (--debug-socket: in its pod, `kubectl exec`, no token needed), then over TCP at
+ * --health-server-host:--health-server-port, where a cluster's agent wants a bearer token.
+ */
+async function explanation(values: ResolveValues, name: string): Promise<string> {
+  const path = `/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
+  const say = (from: string, status: number, body: string) => {
+    if (status === 200) return `;; explanation from ${from}: ${explanationReason(JSON.parse(body) as Explanation)}`;
+    let why: string | undefined;
+    try {
+      why = (JSON.parse(body) as { error?: string }).error;
+    } catch {
+      why = body.trim() || undefined;
+    }
+    const hint = status === 401 || status === 403 ? ' (run resolve inside the agent\'s pod, e.g. kubectl exec, where it asks over the local socket without a token)' : '';
+    return `;; no explanation: ${from} answered ${status}${why ? `: ${why}` : ''}${hint}`;
+  };
+  const local = localSocketPath(values.healthServerPort);
+  if (process.platform === 'linux' && isLoopback(values.healthServerHost)) {
+    const answer = await getLocal(local, path, values.timeout);
+    if (answer) return say(`the agent's socket ${socketName(local)}`, answer.status, answer.body);
+  }
+  const url = `http://${joinHostPort(values.healthServerHost, values.healthServerPort)}${path}`;
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(values.timeout) });
+    return say(url, res.status, await res.text());
+  } catch {
+    return `;; no explanation: ${url} unreachable`;
+  }
+}
+
+const isLoopback = (host: string) => host === 'localhost' || /^127\./.test(host) || host === '::1';
 
 export async function runResolveCommand(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<number> {
   let parsed;
@@ -100,17 +154,6 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
   const addresses = packet.answers.filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA).map((r) => (r as unknown as { address: string }).address);
   if (addresses.length) out.write(`;; addresses: ${addresses.join(' ')}\n`);
 
-  const url = `http://${joinHostPort(values.healthServerHost, values.healthServerPort)}/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(values.timeout) });
-    if (res.ok) {
-      out.write(`;; explanation from ${url}: ${explanationReason((await res.json()) as Explanation)}\n`);
-    } else {
-      const why = ((await res.json().catch(() => ({}))) as { error?: string }).error;
-      out.write(`;; no explanation: ${url} answered ${res.status}${why ? `: ${why}` : ''}\n`);
-    }
-  } catch {
-    out.write(`;; no explanation: ${url} unreachable\n`);
-  }
+  out.write(`${await explanation(values, name)}\n`);
   return packet.header.rcode === 0 ? 0 : 1;
 }

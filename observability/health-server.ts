@@ -48,16 +48,22 @@ export class HealthServer {
   private readonly checks: ReadinessCheck[] = [ping];
   private readonly routes = new Map<string, { handler: RouteHandler; guard?: Guard }>();
   private readonly server: http.Server;
+  private local?: http.Server;
   private metricsGuard?: Guard;
 
   constructor(private readonly opts: HealthServerOptions) {
-    this.server = createServer((req, res) => {
-      this.handle(req, res).catch((err: unknown) => {
-        opts.log.error({ err, url: req.url }, 'health server handler failed');
+    this.server = createServer(this.listener(false));
+  }
+
+  /** `local`: a request over the local socket, which no guard stops. */
+  private listener(local: boolean): http.RequestListener {
+    return (req, res) => {
+      this.handle(req, res, local).catch((err: unknown) => {
+        this.opts.log.error({ err, url: req.url }, 'health server handler failed');
         if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
         res.end('internal error\n');
       });
-    });
+    };
   }
 
   addCheck(check: ReadinessCheck): void {
@@ -88,7 +94,7 @@ export class HealthServer {
     return verbose ? { status: 200, body: `${out}check passed\n` } : { status: 200, body: 'ok' };
   }
 
-  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse, local: boolean): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://health');
     switch (url.pathname) {
       case '/healthz':
@@ -102,7 +108,7 @@ export class HealthServer {
         return;
       }
       case '/metrics': {
-        if (this.metricsGuard && !(await this.metricsGuard(req, res))) return;
+        if (this.metricsGuard && !local && !(await this.metricsGuard(req, res))) return;
         const body = await this.opts.registry.metrics();
         res.writeHead(200, { 'content-type': this.opts.registry.contentType }).end(body);
         return;
@@ -113,7 +119,7 @@ export class HealthServer {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found\n');
       return;
     }
-    if (route.guard && !(await route.guard(req, res))) return;
+    if (route.guard && !local && !(await route.guard(req, res))) return;
     await route.handler(req, res, url);
   }
 
@@ -122,7 +128,20 @@ export class HealthServer {
     return listenOn(this.server, port, this.opts.host);
   }
 
-  close(): Promise<void> {
-    return closeServer(this.server);
+  /** Also serves every route on the Unix socket `path` (./local-socket.ts), with no guard. */
+  async listenLocal(path: string): Promise<void> {
+    const server = createServer(this.listener(true));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(path, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.local = server;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([closeServer(this.server), this.local && closeServer(this.local)]);
   }
 }

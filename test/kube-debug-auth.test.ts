@@ -1,5 +1,6 @@
 // /debug and /metrics behind delegated authentication, with the fake API server answering
-// TokenReview and SubjectAccessReview.
+// TokenReview and SubjectAccessReview; and `spoke-agent resolve` beside such an agent, which explains
+// its answers through the agent's local socket without a token.
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseFlags } from '../flags/flags.js';
@@ -9,6 +10,8 @@ import { kubeApiClient } from '../kube/config.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
+import { runCli, type Child } from './support/processes.js';
+import { unusedPort } from './support/targets.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 let api: FakeApiServer;
@@ -85,5 +88,38 @@ describe('delegated authentication of /debug and /metrics', () => {
     expect(authGuards({ kube: auto, log, registry: new Registry(), client: undefined, env: {} })).toEqual({});
     const forced = parseFlags(kubeFlags, ['--debug-auth=true']).values;
     expect(() => authGuards({ kube: forced, log, registry: new Registry(), client: undefined, env: {} })).toThrow(/--debug-auth=true needs --kubeconfig/);
+  });
+});
+
+describe.runIf(process.platform === 'linux')('`spoke-agent resolve` beside an agent whose /debug needs a token (as in a pod)', () => {
+  const agents: Child[] = [];
+  afterAll(() => agents.forEach((a) => a.kill('SIGKILL')));
+
+  /** The agent CLI with --debug-auth=true (a cluster's default), no hub to reach, and its ports. */
+  async function agent(extra: string[]) {
+    const [health, dns] = [await unusedPort(), await unusedPort()];
+    // prettier-ignore
+    const child = runCli(['--cluster-name=cluster1', '--proxy-server-host=127.0.0.1', `--proxy-server-port=${await unusedPort()}`, `--kubeconfig=${api.kubeconfigPath}`,
+      '--debug-auth=true', '--rules-configmap=', '--dns-upstream=127.0.0.1:9', '--dns-upstream-timeout=200ms', `--dns-port=${dns}`, `--health-server-port=${health}`, '--health-server-host=127.0.0.1', '--log-format=json', ...extra]);
+    agents.push(child);
+    await child.waitFor(/"msg":"spoke-agent started"/, 60_000);
+    return { child, health, dns };
+  }
+  const resolve = async (a: { health: number; dns: number }) => {
+    const r = runCli(['resolve', 'cluster1', `--dns-port=${a.dns}`, `--health-server-port=${a.health}`]);
+    await r.exited;
+    return r.stdout();
+  };
+
+  it('explains the answer over the local socket, while /debug over TCP still answers 401 without a token', async () => {
+    const a = await agent([]);
+    expect(a.child.stdout()).toMatch(/"socket":"@spoke-agent-health-\d+".*"msg":"health server also on a local socket/);
+    expect(await resolve(a)).toMatch(/^;; explanation from the agent's socket @spoke-agent-health-\d+: rule --cluster-name \(cluster\) -> kubernetes\.default\.svc\.cluster\.local$/m);
+    expect((await fetch(`http://127.0.0.1:${a.health}/debug/resolve?name=cluster1`)).status).toBe(401);
+  });
+
+  it('with --debug-socket=false, says that /debug wants a token and where to run resolve instead', async () => {
+    const a = await agent(['--debug-socket=false']);
+    expect(await resolve(a)).toMatch(/^;; no explanation: http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=cluster1&type=A answered 401: Unauthorized: send a bearer token .*\(run resolve inside the agent's pod/m);
   });
 });

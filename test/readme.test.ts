@@ -74,7 +74,8 @@ describe('quick start', () => {
       // Through the hub's HTTP CONNECT port and the tunnel; the agent dials the name.
       expect(await runPrinted(curl!)).toMatch(/^Hello from the spoke-agent demo page: you reached demo\.default\.cluster1:\d+ through the hub/);
       // resolve: the answer, and the rule that gave it.
-      expect(await runPrinted(resolve!)).toMatch(/^;; explanation from http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=demo\.default\.cluster1&type=A: rule .*rules\.yaml: static\[0\] \(demo\.default\.cluster1\) \(static\) -> 127\.0\.0\.1$/m);
+      // (On Linux over the agent's local socket, --debug-socket; elsewhere over its health port.)
+      expect(await runPrinted(resolve!)).toMatch(/^;; explanation from (the agent's socket @spoke-agent-health-\d+|http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=demo\.default\.cluster1&type=A): rule .*rules\.yaml: static\[0\] \(demo\.default\.cluster1\) \(static\) -> 127\.0\.0\.1$/m);
 
       // npm itself dies of a signal instead of waiting for its script; the agent is what handles SIGTERM
       // (as PID 1 in the image), and npm start then exits with the agent's code.
