@@ -4,15 +4,7 @@
 // does not start) for the monitoring test: CI runs as root on Debian with the Debian mirrors reachable,
 // so install them when missing.
 import { execFileSync } from 'node:child_process';
-
-const has = (tool: string) => {
-  try {
-    execFileSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { hasCommand as has } from './commands.js';
 
 // Debian package for each tool.
 const packages: Record<string, string> = { dig: 'dnsutils', kdig: 'knot-dnsutils', kubectl: 'kubernetes-client', promtool: 'prometheus', curl: 'curl' };
