@@ -209,6 +209,15 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
     expect(one(rendered, 'RoleBinding').subjects).toEqual([{ kind: 'ServiceAccount', name: pod.serviceAccount, namespace: ns }]);
   });
 
+  it("keeps its ports off the liveness probe's 8888, which is the addon-agent sidecar's, and passes the pod's runAsNonRoot with a numeric USER", () => {
+    expect(agent.livenessProbe.httpGet.port).toBe(8888);
+    const addonAgent = (pod.containers as Obj[]).find((c) => c.name === 'addon-agent')!;
+    expect(addonAgent.command).toEqual(['/agent']);
+    expect([values.healthServerPort, values.adminServerPort, values.dnsPort]).not.toContain(8888);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).toMatch(/^USER \d+:\d+$/m);
+  });
+
   it('serves health on 8093 (addon-agent polls /readyz there) and drains within the 40 s grace period', () => {
     expect(given.has('health-server-port')).toBe(false);
     expect(values.healthServerPort).toBe(8093);
