@@ -129,8 +129,17 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
     expect(rules.ok, JSON.stringify(rules)).toBe(true);
   });
 
-  it('the DNS Service maps 53 to the DNS port over UDP and TCP', () => {
+  it('updates by surging: the new pod beside the old, which leaves only once the new one is Ready (holds the hub)', () => {
+    expect(ds.spec.updateStrategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    // Two pods on one node: nothing may claim a node-wide port.
+    expect(pod.hostNetwork).toBeFalsy();
+    for (const c of pod.containers as Obj[]) for (const p of (c.ports ?? []) as Obj[]) expect(p.hostPort, `${c.name} ${p.name}`).toBeUndefined();
+    expectHttpProbe(container.readinessProbe, '/readyz', values.healthServerPort);
+  });
+
+  it('the DNS Service maps 53 to the DNS port over UDP and TCP, and keeps pods that do not hold the hub', () => {
     const svc = one(objs, 'Service');
+    expect(svc.spec.publishNotReadyAddresses).toBe(true);
     expect(svc.spec.selector).toEqual(ds.spec.selector.matchLabels);
     expect(ds.spec.template.metadata.labels).toMatchObject(svc.spec.selector);
     const ports = (svc.spec.ports as Obj[]).map((p) => `${p.port}->${p.targetPort}/${p.protocol}`).sort();
@@ -290,6 +299,7 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
     expect(apiService.spec.caBundle).toEqual(expect.any(String));
     const svc = one(objs, 'Service', apiService.spec.service.name);
     expect(svc.metadata.namespace).toBe(apiService.spec.service.namespace);
+    expect(svc.spec.publishNotReadyAddresses, 'DNS explanations while the hub is down').toBe(true);
     expect(svc.spec.selector).toEqual(ds.spec.selector.matchLabels);
     const port = (svc.spec.ports as Obj[]).find((p) => p.port === apiService.spec.service.port)!;
     expect((container.ports as Obj[]).find((p) => p.name === port.targetPort || p.containerPort === port.targetPort)?.containerPort).toBe(values.apiServerPort);
