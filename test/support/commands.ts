@@ -1,5 +1,5 @@
-// Whether a command is on PATH, for test support that installs or skips on its absence.
-import { execFileSync } from 'node:child_process';
+// Commands that test support runs: whether one is on PATH, and running one to its end for its output.
+import { execFile, execFileSync } from 'node:child_process';
 
 export function hasCommand(tool: string): boolean {
   try {
@@ -8,4 +8,21 @@ export function hasCommand(tool: string): boolean {
   } catch {
     return false;
   }
+}
+
+export interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `command` with `input` on stdin; resolves with its output and exit code (1 when it could not run or timed out), never rejects. */
+export function runToEnd(command: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<Result> {
+  return new Promise((resolve) => {
+    const child = execFile(command, args, { env: opts.env, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stdout, stderr: stderr || (err && code === 1 ? err.message : '') });
+    });
+    child.stdin!.end(opts.input ?? '');
+  });
 }

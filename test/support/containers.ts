@@ -5,10 +5,9 @@
 // - containers.conf: runc (crun refuses this kind of machine's hybrid cgroup layout), cgroupfs, file
 //   events, and default ulimits no higher than this shell's hard limits (without CAP_SYS_RESOURCE
 //   runc fails on the engines' defaults: "setrlimit RLIMIT_NOFILE: Operation not permitted").
-import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { hasCommand } from './commands.js';
+import { hasCommand, runToEnd, type Result } from './commands.js';
 import { referenceCacheDir } from './reference-bins.js';
 
 /** The Debian packages the image tests need (.ci/run installs them). */
@@ -62,21 +61,9 @@ export function engineEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-export interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs an engine command; resolves with its output and exit code (never rejects on a non-zero exit). */
-export function engine(tool: 'buildah' | 'podman', args: string[], opts: { timeoutMs?: number; input?: string } = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = execFile(tool, args, { env: engineEnv(), timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0;
-      resolve({ code, stdout, stderr: err && code === 1 && !stderr ? err.message : stderr });
-    });
-    child.stdin!.end(opts.input ?? '');
-  });
+export function engine(tool: 'buildah' | 'podman', args: string[], opts: { timeoutMs?: number } = {}): Promise<Result> {
+  return runToEnd(tool, args, { env: engineEnv(), timeoutMs: opts.timeoutMs });
 }
 
 /** The same, throwing with the command's stderr when it fails; resolves with stdout. */

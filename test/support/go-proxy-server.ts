@@ -46,6 +46,9 @@ export function newestAnpRelease(names: readonly string[] = ['proxy-server']): A
   return anpReleases(names).found.at(-1);
 }
 
+/** The v0.36.0 binaries `names`, the release cluster-proxy pins, or undefined. */
+export const anpV036BinDir = (names: readonly string[] = ['proxy-server']): string | undefined => anpReleases(names).found.find((r) => r.name === 'v0.36.0')?.dir;
+
 export interface GoServerPorts {
   /** The frontend's TLS port; 0 when it serves a Unix socket instead. */
   server: number;

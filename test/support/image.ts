@@ -3,7 +3,7 @@
 // test/image.test.ts and by the node suite, which imports the same image into containerd.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { engineOk } from './containers.js';
+import { engineOk, withCacheLock } from './containers.js';
 import { repoRoot } from './processes.js';
 import { ensureStandIns, type StandIns } from './stand-in-images.js';
 
@@ -36,12 +36,16 @@ export function buildImage(): Promise<BuiltImage> {
 async function build(): Promise<BuiltImage> {
   const dockerfile = readFileSync(join(repoRoot, 'Dockerfile'), 'utf8');
   const standIns = await ensureStandIns(dockerfile);
-  const started = Date.now();
-  // --network host: the build stage's `npm ci` reaches the npm registry as this machine does.
-  await engineOk('buildah', ['bud', '--pull=never', '--network', 'host', '--layers', '--quiet', '-t', imageRef, '-f', join(repoRoot, 'Dockerfile'), repoRoot], { timeoutMs: 1_200_000 });
-  const buildMs = Date.now() - started;
-  // Earlier builds' untagged images and layer caches older than a few days go; recent ones stay for the next build.
-  await engineOk('podman', ['image', 'prune', '--force', '--filter', 'until=72h']).catch(() => undefined);
+  // One build at a time (the image test and the node suite run in parallel workers): the second reuses the first's layers.
+  const buildMs = await withCacheLock('image-build', 1_800_000, async () => {
+    const started = Date.now();
+    // --network host: the build stage's `npm ci` reaches the npm registry as this machine does.
+    await engineOk('buildah', ['bud', '--pull=never', '--network', 'host', '--layers', '--quiet', '-t', imageRef, '-f', join(repoRoot, 'Dockerfile'), repoRoot], { timeoutMs: 1_200_000 });
+    const ms = Date.now() - started;
+    // Earlier builds' untagged images and layer caches older than a few days go; recent ones stay for the next build.
+    await engineOk('podman', ['image', 'prune', '--force', '--filter', 'until=72h']).catch(() => undefined);
+    return ms;
+  });
   const id = (await engineOk('podman', ['image', 'inspect', '--format', '{{.Id}}', imageRef])).trim();
   const runtime = standIns.bases.find((b) => b.kind === 'runtime')!;
   return { ref: imageRef, id, sizeBytes: await size(imageRef), baseSizeBytes: await size(runtime.name), buildMs, standIns };

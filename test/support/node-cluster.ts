@@ -1,0 +1,581 @@
+// A single-node Kubernetes v1.28 cluster inside a private network + mount namespace, for the node suite
+// (test/node.test.ts). The team's recipe for this machine kind (README.md, Contributing) in code:
+// - one holder process (`unshare -n -m sleep infinity`) owns the namespaces; every component runs in
+//   them through nsenter. Inside: lo, the node IP on a veth pair whose both ends stay inside (no
+//   `dummy` module here), a default route onto it where nothing answers, so nothing leaves; tmpfs on
+//   /run (containerd's shim sockets, /run/netns), /var/lib (kubelet, libcni's cache) and /var/log
+//   (kubelet's /var/log/pods), all of them paths the components hard-code.
+// - Debian's containerd (CRI, runc, cgroupfs, restrict_oom_score_adj: the kubelet's -998 would fail
+//   every sandbox here), CNI bridge and host-local, iptables, conntrack; dnsmasq stands in for cluster
+//   DNS, fed from a watch of Services, behind a selectorless kube-system/kube-dns Service at clusterDNS.
+// - The Kubernetes binaries from the reference cache (KUBE_NODE_BIN_DIR, else ~/.cache/spoke-agent/node
+//   with READY): etcd, kube-apiserver (RBAC, Node authorizer, aggregation layer, static tokens for test
+//   users), kube-controller-manager, kube-scheduler, kube-proxy (iptables), kubelet, kubectl.
+// - Every process, the pods' included, lives in one cgroup tree of its own, so teardown (also of a run
+//   that crashed: its state file says what to kill) is "kill the tree": the namespaces, their mounts,
+//   pod network namespaces and iptables rules go with their last process. The test talks to the
+//   cluster only through nsenter'd children (kubectl, dig) and Unix sockets in its own folder.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCa, type Ca, type CertAndKey } from '../../hub/ephemeral-pki.js';
+import { hasCommand, runToEnd, type Result } from './commands.js';
+import { engineProblem } from './containers.js';
+import { anpV036BinDir } from './go-proxy-server.js';
+import { run, type Child } from './processes.js';
+import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
+import { waitUntilAsync } from './wait.js';
+
+export const nodeIp = '10.200.0.10';
+export const nodeName = 'node1';
+const clusterDnsIp = '10.96.0.10';
+const podCidr = '10.244.0.0/24';
+const serviceCidr = '10.96.0.0/16';
+/** The hub's agent endpoint as the manifests name it; the cluster's DNS answers it with the node IP. */
+export const hubHost = 'proxy-entrypoint.hub.example';
+const hubAgentPort = 8091;
+
+const nodeBinaries = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'kubectl', 'pause', 'kube-apiserver', 'etcd'] as const;
+/** Where the Kubernetes binaries are: KUBE_NODE_BIN_DIR, else ~/.cache/spoke-agent/node once it holds READY. */
+export const nodeBinDir = () => referenceBinDir('KUBE_NODE_BIN_DIR', 'node', nodeBinaries);
+/** Commands (or files) the cluster needs, each with its Debian package. */
+const packages: Array<[string, string]> = [
+  ['containerd', 'containerd'], ['runc', 'runc'], ['dnsmasq', 'dnsmasq-base'], ['iptables', 'iptables'], ['conntrack', 'conntrack'],
+  ['/usr/lib/cni/bridge', 'containernetworking-plugins'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['dig', 'dnsutils'],
+];
+
+/** Why the cluster cannot run here (the skip note), or undefined when it can. */
+export function nodeClusterProblem(): string | undefined {
+  if (process.platform !== 'linux') return 'skipped: needs Linux (namespaces, cgroups)';
+  if (process.getuid?.() !== 0) return 'skipped: not root (network and mount namespaces, cgroups, a kubelet)';
+  if (!nodeBinDir()) return missingBinariesNote('KUBE_NODE_BIN_DIR', 'node', nodeBinaries);
+  if (!anpV036BinDir()) return missingBinariesNote('ANP_V036_BIN_DIR', 'anp-v0.36', ['proxy-server']);
+  const missing = packages.filter(([what]) => (what.startsWith('/') ? !existsSync(what) : !hasCommand(what))).map(([, pkg]) => pkg);
+  if (missing.length) return `skipped: apt-get install ${[...new Set(missing)].join(' ')}`;
+  const engine = engineProblem();
+  if (engine) return `${engine} (the node suite imports the image test's image)`;
+  try {
+    execFileSync('unshare', ['-n', '-m', '--propagation', 'private', 'true'], { stdio: 'pipe' });
+  } catch (err) {
+    return `skipped: unshare -n -m fails here: ${(err as Error).message.split('\n')[0]}`;
+  }
+  return undefined;
+}
+
+// ---- the cgroup tree that holds every process of a cluster ----------------------------------------
+
+const cgroupRoot = '/sys/fs/cgroup';
+const stateFile = '/run/spoke-agent/node-cluster.json';
+
+interface State {
+  owner: number;
+  cgroup: string;
+  dir: string;
+}
+
+/** The hierarchies mounted under /sys/fs/cgroup: each v1 one (the kubelet's cgroupfs driver uses them), and the hybrid layout's cgroup2 one (runc uses it too). */
+function hierarchies(): string[] {
+  return readdirSync(cgroupRoot).filter((d) => existsSync(join(cgroupRoot, d, 'cgroup.procs')));
+}
+
+/** Below this process's own memory cgroup (a sandbox's limit keeps counting the pods), the same path in every hierarchy. */
+function cgroupPath(): string {
+  const own = /^\d+:memory:(\S+)$/m.exec(readFileSync('/proc/self/cgroup', 'utf8'))?.[1] ?? '/';
+  return join(own, 'spoke-agent-node');
+}
+
+function createCgroup(path: string): void {
+  for (const h of hierarchies()) {
+    let dir = join(cgroupRoot, h);
+    for (const part of path.split('/').filter(Boolean)) {
+      const parent = dir;
+      dir = join(dir, part);
+      if (!existsSync(dir)) mkdirSync(dir);
+      // A new cpuset has no CPUs or memory nodes until given its parent's.
+      if (h === 'cpuset') for (const f of ['cpuset.cpus', 'cpuset.mems']) if (readFileSync(join(dir, f), 'utf8').trim() === '') writeFileSync(join(dir, f), readFileSync(join(parent, f)));
+    }
+  }
+}
+
+function cgroupDirs(path: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    if (!existsSync(dir)) return;
+    for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+    out.push(dir);
+  };
+  for (const h of hierarchies()) walk(join(cgroupRoot, h, path));
+  return out; // deepest first
+}
+
+const pidsIn = (path: string) => cgroupDirs(path).flatMap((d) => readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number));
+
+/** Kills every process in the tree, then removes it. */
+async function destroyCgroup(path: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (let signal: NodeJS.Signals = 'SIGTERM'; ; signal = 'SIGKILL') {
+    const pids = [...new Set(pidsIn(path))];
+    if (pids.length === 0) break;
+    if (Date.now() > deadline) throw new Error(`processes ${pids.join(' ')} in ${path} survive SIGKILL`);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // gone already
+      }
+    }
+    await new Promise((r) => setTimeout(r, signal === 'SIGTERM' ? 1000 : 100));
+  }
+  for (const dir of cgroupDirs(path)) {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // a hierarchy's cgroup that is already gone
+    }
+  }
+}
+
+/** What a crashed earlier run left (its owner dead): kill and remove it. Refuses while another run is live. */
+async function clearLeftovers(): Promise<void> {
+  if (!existsSync(stateFile)) return;
+  const state = JSON.parse(readFileSync(stateFile, 'utf8')) as State;
+  let alive = true;
+  try {
+    process.kill(state.owner, 0);
+  } catch {
+    alive = false;
+  }
+  if (alive && state.owner !== process.pid) throw new Error(`another node suite (pid ${state.owner}) runs a cluster on this machine (${stateFile})`);
+  await destroyCgroup(state.cgroup);
+  rmSync(state.dir, { recursive: true, force: true });
+  rmSync(stateFile, { force: true });
+}
+
+// ---- PKI and configuration files ------------------------------------------------------------------
+
+interface Pki {
+  serving: Ca;
+  client: Ca;
+  frontProxy: Ca;
+  files: Record<string, string>;
+}
+
+/** Static-token users for RBAC scenarios (no groups: only what is bound to them by name). */
+const tokenUsers = { alice: 'alice-token', bob: 'bob-token' } as const;
+type TokenUser = keyof typeof tokenUsers;
+
+function writePki(dir: string): Pki {
+  const file = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text, { mode: 0o600 });
+    return path;
+  };
+  const pair = (name: string, p: CertAndKey) => ({ [`${name}.crt`]: file(`${name}.crt`, p.cert), [`${name}.key`]: file(`${name}.key`, p.key) });
+  const serving = createCa('node-serving-ca');
+  const client = createCa('node-client-ca');
+  const frontProxy = createCa('node-front-proxy-ca');
+  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  const names = [nodeIp, '10.96.0.1', '127.0.0.1', 'localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'];
+  const files: Record<string, string> = {
+    'serving-ca.crt': file('serving-ca.crt', serving.cert),
+    'client-ca.crt': file('client-ca.crt', client.cert),
+    'client-ca.key': file('client-ca.key', client.key),
+    'front-proxy-ca.crt': file('front-proxy-ca.crt', frontProxy.cert),
+    'sa.key': file('sa.key', saKey),
+    ...pair('apiserver', serving.issue('kube-apiserver', { serverNames: names })),
+    ...pair('kubelet-serving', serving.issue(nodeName, { serverNames: [nodeIp, nodeName] })),
+    ...pair('front-proxy-client', frontProxy.issue('front-proxy-client', { client: true })),
+    ...pair('apiserver-kubelet-client', client.issue('kube-apiserver-kubelet-client', { client: true, organizations: ['system:masters'] })),
+    ...pair('admin', client.issue('admin', { client: true, organizations: ['system:masters'] })),
+    ...pair('kubelet', client.issue(`system:node:${nodeName}`, { client: true, organizations: ['system:nodes'] })),
+    ...pair('controller-manager', client.issue('system:kube-controller-manager', { client: true })),
+    ...pair('scheduler', client.issue('system:kube-scheduler', { client: true })),
+    ...pair('kube-proxy', client.issue('system:kube-proxy', { client: true })),
+    'tokens.csv': file('tokens.csv', Object.entries(tokenUsers).map(([user, token]) => `${token},${user},uid-${user}`).join('\n') + '\n'),
+  };
+  return { serving, client, frontProxy, files };
+}
+
+function kubeconfig(dir: string, name: string, user: { cert: string; key: string } | { token: string }): string {
+  const path = join(dir, `${name}.kubeconfig`);
+  const auth = 'token' in user ? `token: ${user.token}` : `client-certificate: ${user.cert}\n    client-key: ${user.key}`;
+  writeFileSync(
+    path,
+    `apiVersion: v1\nkind: Config\nclusters:\n- name: node\n  cluster:\n    server: https://${nodeIp}:6443\n    certificate-authority: ${join(dir, 'serving-ca.crt')}\n` +
+      `users:\n- name: ${name}\n  user:\n    ${auth}\ncontexts:\n- name: node\n  context: {cluster: node, user: ${name}}\ncurrent-context: node\n`,
+    { mode: 0o600 },
+  );
+  return path;
+}
+
+// ---- the cluster -----------------------------------------------------------------------------------
+
+export class NodeCluster {
+  private readonly children: Child[] = [];
+  /** Each component's output so far, by name. */
+  readonly components = new Map<string, Child>();
+  private hubChild?: Child;
+  private servicesWatch?: ChildProcess;
+  private stopped = false;
+  /** From the call to start to a Ready node. */
+  nodeReadyMs = 0;
+  readonly binDir = nodeBinDir()!;
+  readonly kubeconfigs: { admin: string } & Record<TokenUser, string>;
+
+  private constructor(
+    readonly dir: string,
+    private readonly cgroup: string,
+    private readonly holder: Child,
+    readonly pki: Pki,
+  ) {
+    this.kubeconfigs = {
+      admin: kubeconfig(dir, 'admin', { cert: pki.files['admin.crt']!, key: pki.files['admin.key']! }),
+      alice: kubeconfig(dir, 'alice', { token: tokenUsers.alice }),
+      bob: kubeconfig(dir, 'bob', { token: tokenUsers.bob }),
+    };
+  }
+
+  /** containerd's socket, on this machine's file system (ctr reaches it without nsenter). */
+  get containerdSocket(): string {
+    return join(this.dir, 'containerd.sock');
+  }
+
+  /** `images(dir)`: docker-archive tarballs (written into `dir`, the cluster's folder) imported into containerd before the kubelet starts, the pause image among them. */
+  static async start(images: (dir: string) => Promise<string[]>): Promise<NodeCluster> {
+    const started = Date.now();
+    await clearLeftovers();
+    const dir = mkdtempSync(join(tmpdir(), 'spoke-node-'));
+    const cgroup = cgroupPath();
+    mkdirSync(join(stateFile, '..'), { recursive: true });
+    writeFileSync(stateFile, JSON.stringify({ owner: process.pid, cgroup, dir } satisfies State));
+    createCgroup(cgroup);
+    let cluster: NodeCluster | undefined;
+    try {
+      writeFileSync(join(dir, 'resolv.conf'), '');
+      const holder = run('sh', ['-c', `${joinCgroup(cgroup)} exec unshare -n -m --propagation private sh -c '${holderScript}' '${dir}'`]);
+      await holder.waitFor(/^holder ready$/m, 30_000);
+      cluster = new NodeCluster(dir, cgroup, holder, writePki(dir));
+      await cluster.boot(images);
+      cluster.nodeReadyMs = Date.now() - started;
+      return cluster;
+    } catch (err) {
+      if (cluster) await cluster.close();
+      else await destroyCgroup(cgroup).finally(() => (rmSync(dir, { recursive: true, force: true }), rmSync(stateFile, { force: true })));
+      throw err;
+    }
+  }
+
+  /** [command, args] that run `argv` in the cluster's network namespace (and mount namespace with `mounts`). */
+  private enter(argv: string[], mounts = false): [string, string[]] {
+    return ['nsenter', ['-t', String(this.holder.pid), '-n', ...(mounts ? ['-m'] : []), '--', ...argv]];
+  }
+
+  /** A long-running component in the namespaces and the cgroup tree; its output is kept. */
+  private component(name: string, argv: string[]): Child {
+    const [cmd, args] = this.enter(argv, true);
+    const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+    const child = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], { env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } });
+    void child.exited.then((exit) => {
+      if (!this.stopped && name !== 'hub') this.log(`${name} exited (${exit.code ?? exit.signal}):\n${(child.stdout() + child.stderr()).slice(-3000)}`);
+    });
+    this.children.push(child);
+    this.components.set(name, child);
+    return child;
+  }
+
+  private problems: string[] = [];
+  private log(text: string): void {
+    this.problems.push(text);
+  }
+
+  /** What components that died said, for a failing test's message. */
+  diagnostics(): string {
+    return this.problems.join('\n');
+  }
+
+  /** Runs a command in the cluster's network namespace; never rejects. */
+  exec(argv: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<Result> {
+    const [cmd, args] = this.enter(argv);
+    return runToEnd(cmd, args, { timeoutMs: opts.timeoutMs ?? 60_000, input: opts.input });
+  }
+
+  /** kubectl 1.28 from the reference binaries, as `as` (admin: system:masters). */
+  kubectl(args: string[], opts: { as?: 'admin' | TokenUser; input?: string; timeoutMs?: number } = {}): Promise<Result> {
+    return this.exec([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs[opts.as ?? 'admin']}`, ...args], opts);
+  }
+
+  /** The same, throwing with kubectl's stderr unless it exits 0; resolves with stdout. */
+  async kubectlOk(args: string[], opts: Parameters<NodeCluster['kubectl']>[1] = {}): Promise<string> {
+    const r = await this.kubectl(args, opts);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')} (exit ${r.code}): ${r.stderr}${this.diagnostics()}`);
+    return r.stdout;
+  }
+
+  /** A streaming kubectl (logs -f, get -w) in the namespace; the caller kills it. */
+  kubectlStream(args: string[]): Child {
+    const [cmd, argv] = this.enter([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs.admin}`, ...args]);
+    const child = run(cmd, argv);
+    this.children.push(child);
+    return child;
+  }
+
+  private file(name: string, text: string): string {
+    const path = join(this.dir, name);
+    writeFileSync(path, text);
+    return path;
+  }
+
+  private async boot(images: (dir: string) => Promise<string[]>): Promise<void> {
+    const bin = (name: string) => join(this.binDir, name);
+    const f = this.pki.files;
+    const d = this.dir;
+    mkdirSync(join(d, 'cni'), { recursive: true });
+    writeFileSync(join(d, 'cni', '10-spoke-node.conflist'), JSON.stringify(cniConfig));
+    this.component('containerd', ['containerd', `--config=${this.file('containerd.toml', containerdConfig(d))}`]);
+    const etcd = this.component('etcd', [bin('etcd'), '--name=node', `--data-dir=${join(d, 'etcd')}`, '--listen-client-urls=http://127.0.0.1:2379', '--advertise-client-urls=http://127.0.0.1:2379', '--listen-peer-urls=http://127.0.0.1:2380', '--initial-advertise-peer-urls=http://127.0.0.1:2380', '--initial-cluster=node=http://127.0.0.1:2380']);
+    // Images go in while the control plane comes up: the pause image must be there before the first sandbox.
+    const imported = (async () => {
+      await waitUntilAsync(async () => existsSync(this.containerdSocket) && (await this.ctr(['version'])).code === 0, 60_000, 'containerd', 100);
+      for (const archive of await images(d)) {
+        const r = await this.ctr(['-n', 'k8s.io', 'images', 'import', archive], 600_000);
+        if (r.code !== 0) throw new Error(`ctr images import ${archive}: ${r.stderr}`);
+      }
+    })();
+    await etcd.waitFor(/ready to serve client requests/, 60_000);
+    // prettier-ignore
+    this.component('kube-apiserver', [bin('kube-apiserver'), `--advertise-address=${nodeIp}`, '--bind-address=0.0.0.0', '--secure-port=6443', '--etcd-servers=http://127.0.0.1:2379',
+      `--tls-cert-file=${f['apiserver.crt']}`, `--tls-private-key-file=${f['apiserver.key']}`, `--client-ca-file=${f['client-ca.crt']}`, `--token-auth-file=${f['tokens.csv']}`,
+      '--authorization-mode=Node,RBAC', '--enable-admission-plugins=NodeRestriction', `--service-cluster-ip-range=${serviceCidr}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local', `--service-account-key-file=${f['sa.key']}`, `--service-account-signing-key-file=${f['sa.key']}`,
+      `--kubelet-client-certificate=${f['apiserver-kubelet-client.crt']}`, `--kubelet-client-key=${f['apiserver-kubelet-client.key']}`, '--kubelet-preferred-address-types=InternalIP',
+      `--requestheader-client-ca-file=${f['front-proxy-ca.crt']}`, '--requestheader-allowed-names=front-proxy-client', '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group', '--requestheader-extra-headers-prefix=X-Remote-Extra-', `--proxy-client-cert-file=${f['front-proxy-client.crt']}`, `--proxy-client-key-file=${f['front-proxy-client.key']}`,
+      '--profiling=false']);
+    await waitUntilAsync(async () => (await this.kubectl(['get', '--raw', '/readyz'], { timeoutMs: 10_000 })).stdout === 'ok', 120_000, `kube-apiserver /readyz${this.diagnostics()}`, 250);
+    const cm = kubeconfig(d, 'controller-manager', { cert: f['controller-manager.crt']!, key: f['controller-manager.key']! });
+    // prettier-ignore
+    this.component('kube-controller-manager', [bin('kube-controller-manager'), `--kubeconfig=${cm}`, `--authentication-kubeconfig=${cm}`, `--authorization-kubeconfig=${cm}`,
+      `--service-account-private-key-file=${f['sa.key']}`, `--root-ca-file=${f['serving-ca.crt']}`, `--cluster-signing-cert-file=${f['client-ca.crt']}`, `--cluster-signing-key-file=${f['client-ca.key']}`,
+      '--use-service-account-credentials=true', '--leader-elect=false', '--bind-address=127.0.0.1']);
+    const sched = kubeconfig(d, 'scheduler', { cert: f['scheduler.crt']!, key: f['scheduler.key']! });
+    this.component('kube-scheduler', [bin('kube-scheduler'), `--kubeconfig=${sched}`, `--authentication-kubeconfig=${sched}`, `--authorization-kubeconfig=${sched}`, '--leader-elect=false', '--bind-address=127.0.0.1']);
+    await this.startClusterDns();
+    const proxy = kubeconfig(d, 'kube-proxy', { cert: f['kube-proxy.crt']!, key: f['kube-proxy.key']! });
+    this.component('kube-proxy', [bin('kube-proxy'), `--config=${this.file('kube-proxy.yaml', kubeProxyConfig(proxy))}`]);
+    await imported;
+    const kubelet = kubeconfig(d, 'kubelet', { cert: f['kubelet.crt']!, key: f['kubelet.key']! });
+    // prettier-ignore
+    this.component('kubelet', [bin('kubelet'), `--config=${this.file('kubelet.yaml', kubeletConfig(d, this.pki, this.cgroup))}`, `--kubeconfig=${kubelet}`,
+      '--root-dir=/var/lib/kubelet', `--node-ip=${nodeIp}`, `--hostname-override=${nodeName}`, '--v=1']);
+    await waitUntilAsync(async () => (await this.kubectl(['get', 'node', nodeName])).code === 0, 120_000, `the node to register${this.diagnostics()}`, 500);
+    await this.kubectlOk(['wait', '--for=condition=Ready', `node/${nodeName}`, '--timeout=120s'], { timeoutMs: 130_000 });
+  }
+
+  private ctr(args: string[], timeoutMs = 30_000): Promise<Result> {
+    return runToEnd('ctr', ['--address', this.containerdSocket, ...args], { timeoutMs });
+  }
+
+  /**
+   * dnsmasq on the node IP, authoritative for cluster.local, its records `<svc>.<ns>.svc.cluster.local`
+   * from a watch of Services (A and PTR only: no SRV, pod or ExternalName records), plus the hub's name;
+   * and kube-system/kube-dns at clusterDNS, a selectorless Service whose Endpoints point at it, so pods
+   * reach it through kube-proxy as they would reach CoreDNS.
+   */
+  private async startClusterDns(): Promise<void> {
+    const hosts = join(this.dir, 'cluster-hosts');
+    const services = new Map<string, string>();
+    const write = () => {
+      const lines = [`${nodeIp} ${hubHost}`, ...[...services].map(([name, ip]) => `${ip} ${name}`)];
+      writeFileSync(`${hosts}.tmp`, `${lines.join('\n')}\n`);
+      renameSync(`${hosts}.tmp`, hosts);
+    };
+    write();
+    // prettier-ignore
+    const dnsmasq = this.component('dnsmasq', ['dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv', '--no-hosts', `--addn-hosts=${hosts}`, '--local=/cluster.local/',
+      `--listen-address=${nodeIp}`, '--bind-interfaces', '--port=53', `--pid-file=${join(this.dir, 'dnsmasq.pid')}`, '--user=root', '--log-facility=-']);
+    await dnsmasq.waitFor(/started, version/, 30_000);
+    await this.kubectlOk(['apply', '-f', '-'], {
+      input: `apiVersion: v1\nkind: Service\nmetadata: {name: kube-dns, namespace: kube-system}\nspec:\n  clusterIP: ${clusterDnsIp}\n  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]\n---\n` +
+        `apiVersion: v1\nkind: Endpoints\nmetadata: {name: kube-dns, namespace: kube-system}\nsubsets:\n- addresses: [{ip: ${nodeIp}}]\n  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]\n`,
+    });
+    // One line per watch event; every change rewrites the hosts file and tells dnsmasq (SIGHUP).
+    const watch = () => {
+      const [cmd, args] = this.enter([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs.admin}`, 'get', 'services', '--all-namespaces', '--watch', '--output-watch-events',
+        '-o', 'jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} {.object.spec.clusterIP}{"\\n"}']);
+      const w = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+      this.servicesWatch = w;
+      let partial = '';
+      w.stdout.on('data', (chunk: Buffer) => {
+        const lines = (partial + chunk.toString()).split('\n');
+        partial = lines.pop()!;
+        for (const line of lines) {
+          const [type, ns, name, ip] = line.split(' ');
+          const key = `${name}.${ns}.svc.cluster.local`;
+          if (type === 'DELETED' || !ip || ip === 'None') services.delete(key);
+          else services.set(key, ip);
+        }
+        write();
+        if (dnsmasq.pid) process.kill(dnsmasq.pid, 'SIGHUP');
+      });
+      // A watch ends now and then (the API server's timeout): start another, which lists again.
+      w.on('exit', () => {
+        if (!this.stopped) watch();
+      });
+    };
+    watch();
+    await waitUntilAsync(async () => (await this.dig(nodeIp, 'kubernetes.default.svc.cluster.local')).trim() === '10.96.0.1', 60_000, 'dnsmasq to answer kubernetes.default.svc.cluster.local', 250);
+  }
+
+  /** dig's short answer for `name` at `server`:53, from the node. */
+  async dig(server: string, name: string, extra: string[] = []): Promise<string> {
+    return (await this.exec(['dig', `@${server}`, '+short', '+time=2', '+tries=1', name, ...extra])).stdout;
+  }
+
+  /** The Go proxy-server (v0.36, the version cluster-proxy pins) as the hub: agents on hubHost:8091 with mTLS, hub clients on a Unix socket here. */
+  async startHub(agentTls: { ca: string; cert: string; key: string }): Promise<string> {
+    const socket = join(this.dir, 'hub.sock');
+    // prettier-ignore
+    const hub = this.component('hub', [join(anpV036BinDir()!, 'proxy-server'), '--mode=grpc', `--uds-name=${socket}`, '--server-port=0', '--proxy-strategies=destHost', '--server-count=1', '--server-id=hub-0',
+      `--agent-bind-address=${nodeIp}`, `--agent-port=${hubAgentPort}`, `--cluster-ca-cert=${agentTls.ca}`, `--cluster-cert=${agentTls.cert}`, `--cluster-key=${agentTls.key}`,
+      '--health-bind-address=127.0.0.1', '--health-port=8092', '--admin-bind-address=127.0.0.1', '--admin-port=8095', '-v=2']);
+    this.hubChild = hub;
+    await hub.waitFor(/Starting health server for healthchecks/, 30_000);
+    await waitUntilAsync(async () => existsSync(socket) && statSync(socket).isSocket(), 10_000, 'the hub\'s Unix socket');
+    return socket;
+  }
+
+  /** Stops the hub (agents lose their streams); startHub brings it back. */
+  async stopHub(): Promise<void> {
+    const hub = this.hubChild;
+    if (!hub) return;
+    this.hubChild = undefined;
+    hub.kill('SIGTERM');
+    const timer = setTimeout(() => hub.kill('SIGKILL'), 5000);
+    await hub.exited;
+    clearTimeout(timer);
+  }
+
+  get hubLog(): string {
+    return this.hubChild ? this.hubChild.stdout() + this.hubChild.stderr() : '';
+  }
+
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.servicesWatch?.kill('SIGKILL');
+    await destroyCgroup(this.cgroup);
+    for (const c of this.children) c.kill('SIGKILL');
+    rmSync(this.dir, { recursive: true, force: true });
+    rmSync(stateFile, { force: true });
+  }
+}
+
+/** Shell text that moves the shell itself into every hierarchy's cgroup at `path` (its children follow). */
+const joinCgroup = (path: string) => hierarchies().map((h) => `echo $$ > ${join(cgroupRoot, h, path, 'cgroup.procs')};`).join(' ');
+
+/** Run by the holder inside its new namespaces; no single quotes (it is quoted once). */
+const holderScript = [
+  'set -e',
+  'mount -t tmpfs -o mode=755 tmpfs /run',
+  'mkdir -p /run/netns /run/containerd',
+  'mount -t tmpfs -o mode=755 tmpfs /var/lib',
+  'mkdir -p /var/lib/kubelet /var/lib/cni',
+  'mount -t tmpfs -o mode=755 tmpfs /var/log',
+  // No component asks this machine's resolver (whose address is outside), and containerd, which copies
+  // it into a pod whose kubelet DNS settings are empty (dnsPolicy Default here), copies no nameserver.
+  'mount --bind "$0/resolv.conf" /etc/resolv.conf',
+  'ip link set lo up',
+  'ip link add node0 type veth peer name node0-peer',
+  `ip addr add ${nodeIp}/24 dev node0`,
+  'ip link set node0 up',
+  'ip link set node0-peer up',
+  `ip route add default via ${nodeIp.replace(/\d+$/, '1')} dev node0`,
+  'echo 1 > /proc/sys/net/ipv4/ip_forward',
+  'echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables',
+  'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet',
+  'echo holder ready',
+  'exec sleep infinity',
+].join('\n');
+
+const cniConfig = {
+  cniVersion: '1.0.0',
+  name: 'spoke-node',
+  plugins: [
+    { type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true, hairpinMode: true, ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] } },
+    { type: 'portmap', capabilities: { portMappings: true } },
+  ],
+};
+
+const containerdConfig = (dir: string) => `version = 2
+root = "${join(dir, 'containerd')}"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "${join(dir, 'containerd.sock')}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "${join(dir, 'cni')}"
+`;
+
+const kubeProxyConfig = (kubeconfigPath: string) => `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection:
+  kubeconfig: ${kubeconfigPath}
+hostnameOverride: ${nodeName}
+clusterCIDR: ${podCidr}
+# nf_conntrack_max and the TCP timeouts are not writable from a network namespace other than the first.
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+`;
+
+function kubeletConfig(dir: string, pki: Pki, cgroup: string): string {
+  const resolv = join(dir, 'kubelet-resolv.conf');
+  // No host nameserver leaks into pods: dnsPolicy Default gets this empty file.
+  writeFileSync(resolv, '');
+  mkdirSync(join(dir, 'volume-plugins'), { recursive: true });
+  return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: ${nodeIp}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: ${pki.files['client-ca.crt']}}
+authorization: {mode: Webhook}
+tlsCertFile: ${pki.files['kubelet-serving.crt']}
+tlsPrivateKeyFile: ${pki.files['kubelet-serving.key']}
+containerRuntimeEndpoint: unix://${join(dir, 'containerd.sock')}
+cgroupDriver: cgroupfs
+cgroupRoot: ${cgroup}
+failSwapOn: false
+clusterDNS: [${clusterDnsIp}]
+clusterDomain: cluster.local
+resolvConf: ${resolv}
+volumePluginDir: ${join(dir, 'volume-plugins')}
+# Nothing can be pulled here: never collect the imported images.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+serializeImagePulls: false
+rotateCertificates: false
+`;
+}
