@@ -11,6 +11,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
+import { watchCredentialFolders, type CredentialWatch } from '../agent/credential-watch.js';
 import { TlsFingerprint } from '../agent/credentials.js';
 import { streamQueries } from '../dns/query-stream.js';
 import { authUnavailable, forbiddenMessage, tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
@@ -33,8 +34,6 @@ export interface ApiServerOptions {
   routes: RouteDeps;
   log: Logger;
   registry: Registry;
-  /** How often the serving certificate's files are checked for a change. */
-  certCheckMs?: number;
   /** The clock of the review caches. */
   now?: () => number;
 }
@@ -71,6 +70,7 @@ export class ApiServer {
   private readonly access: TtlCache<Access>;
   private readonly certFingerprint: TlsFingerprint;
   private certTimer?: NodeJS.Timeout;
+  private certWatch?: CredentialWatch;
   private appliedCert: string;
   private config: AuthenticationConfig;
 
@@ -178,13 +178,18 @@ export class ApiServer {
 
   async listen(): Promise<AddressInfo> {
     const address = await listenOn(this.server, this.opts.port, this.opts.host);
-    this.certTimer = setInterval(() => this.reloadCertificate(), this.opts.certCheckMs ?? 30_000);
-    this.certTimer.unref();
+    // A mounted Secret's update is an event in its folder; only where it cannot be watched, look every 30 s.
+    this.certWatch = watchCredentialFolders([this.opts.certFile, this.opts.keyFile], () => this.reloadCertificate());
+    if (!this.certWatch.complete) {
+      this.certTimer = setInterval(() => this.reloadCertificate(), 30_000);
+      this.certTimer.unref();
+    }
     return address;
   }
 
   close(): Promise<void> {
     clearInterval(this.certTimer);
+    this.certWatch?.close();
     return closeServer(this.server);
   }
 }

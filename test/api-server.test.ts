@@ -349,7 +349,7 @@ describe('dns.spoke-agent.io on its own port', () => {
     const write = (pair: CertAndKey) => (writeFileSync(cert, pair.cert), writeFileSync(key, pair.key));
     write(first.issue('api', { serverNames: ['127.0.0.1'] }));
     const reviewer = { authenticate: async () => undefined, authorize: async () => ({ allowed: false }) };
-    const rotating = new ApiServer({ host: '127.0.0.1', port: 0, certFile: cert, keyFile: key, authentication: parseAuthenticationConfig({}).config, reviewer, routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder }, log, registry: new Registry(), certCheckMs: 50 });
+    const rotating = new ApiServer({ host: '127.0.0.1', port: 0, certFile: cert, keyFile: key, authentication: parseAuthenticationConfig({}).config, reviewer, routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder }, log, registry: new Registry() });
     const { port } = await rotating.listen();
     // The status code only shows the handshake succeeded: nobody is authenticated here.
     const handshake = (ca: string) =>
