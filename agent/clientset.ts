@@ -199,7 +199,6 @@ export class ClientSet {
         credentials: loadCredentials(this.opts.credentials, target, hostOf(target)),
         agentID: this.opts.agentID,
         identifiers: this.opts.identifiers,
-        groups: this.groups,
         keepaliveMs: this.opts.keepaliveMs,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
@@ -251,7 +250,7 @@ export class ClientSet {
       this.updateGauge();
       this.poke();
     });
-    // The rule names may have changed while it connected.
+    // Its streams for the rule names (a connection that turned out a duplicate opened none).
     conn.setGroups(this.groups);
     // A connection of older TLS material to the same replica is replaced by this one.
     for (const old of this.held) {

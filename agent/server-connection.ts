@@ -25,8 +25,6 @@ export interface ServerConnectionOptions {
   agentID: string;
   /** The first stream's identifiers: the agent's own, which do not change while it runs. */
   identifiers: string;
-  /** The rule names, a stream per group. */
-  groups: readonly string[];
   keepaliveMs: number;
   handshakeTimeoutMs: number;
   dial: Dial;
@@ -58,7 +56,8 @@ export class ServerConnection extends EventEmitter {
   private readonly groupStreams = new Map<string, Registration>();
   private readonly opening = new Set<string>();
   private readonly retiring = new Set<Registration>();
-  private wanted: readonly string[];
+  /** The rule names, a stream per group (setGroups, once the connection is adopted: a duplicate of a server already held opens none). */
+  private wanted: readonly string[] = [];
   private readonly retryBackoff: Backoff;
   private retryTimer?: NodeJS.Timeout;
   private closed = false;
@@ -67,11 +66,10 @@ export class ServerConnection extends EventEmitter {
   private constructor(private readonly opts: ServerConnectionOptions) {
     super();
     this.log = opts.log;
-    this.wanted = opts.groups;
     this.retryBackoff = new Backoff({ initialMs: 1000, capMs: 30_000 }, opts.random);
   }
 
-  /** Connects, opens the first stream and waits for the server's headers, then opens the group streams. */
+  /** Connects, opens the first stream and waits for the server's headers; setGroups opens the rest. */
   static async open(opts: ServerConnectionOptions): Promise<ServerConnection> {
     const conn = new ServerConnection(opts);
     try {
@@ -83,7 +81,6 @@ export class ServerConnection extends EventEmitter {
       const tls = opts.credentials.tls.problem;
       throw tls ? new HandshakeError(tls) : err;
     }
-    await conn.openMissingGroups();
     return conn;
   }
 
