@@ -24,6 +24,7 @@
 // The Go servers run at -v=5; their logs are checked for protocol complaints about our agent.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -310,6 +311,38 @@ function interopSuite(release: AnpRelease): void {
         await waitUntilAsync(routed, 10_000, `the last name to reach the agent (got ${JSON.stringify(refusal)})`, 200);
       } finally {
         many.stop();
+      }
+    });
+
+    it(`two agents for one name, one draining: ${release.modern ? 'new dials go to the other' : 'release-0.30 keeps routing to the first (it does not read DRAIN)'}`, async () => {
+      // Each agent dials the name to a greeter of its own (127.0.0.1 and 127.0.0.2, one port), so the
+      // greeting says which agent served a dial.
+      const listen = (server: Server, port: number, host: string) => new Promise<number>((resolve) => server.listen(port, host, () => resolve((server.address() as AddressInfo).port)));
+      const greeterA = createServer((s) => s.end('agent-a'));
+      const greeterB = createServer((s) => s.end('agent-b'));
+      const port = await listen(greeterA, 0, '127.0.0.1');
+      await listen(greeterB, port, '127.0.0.2');
+      const started: StartedAgent[] = [];
+      try {
+        for (const [name, ip] of [['a', '127.0.0.1'], ['b', '127.0.0.2']] as const) {
+          const [cert, key] = pki.issue(`drain-${name}`, { client: true });
+          const a = startAgent([`127.0.0.1:${grpcServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, `--agent-id=spoke-drain-${name}`, '--agent-identifiers=host=drain.example'], { resolve: async () => [ip] });
+          started.push(a);
+          await a.ready(1, 15_000);
+          await waitUntil(() => grpcServer.lines(/"Agent connected"/).some((l) => l.includes(`spoke-drain-${name}`)), 5000, `agent ${name} registered`);
+        }
+        const greeting = async () => received(await dial(grpcServer, `drain.example:${port}`));
+        for (let i = 0; i < 3; i++) expect(await greeting()).toBe('agent-a'); // the first registered serves the name
+        const from = grpcServer.log.length;
+        const draining = started[0]!.agent.drain(10_000);
+        if (release.modern) await waitUntil(() => grpcServer.lines(/"agent is draining" agentID="spoke-drain-a"/, from).length > 0, 5000, 'the server to read the DRAIN');
+        else await waitUntil(() => grpcServer.lines(/"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-drain-a"/, from).length > 0, 5000, 'release-0.30 to ignore the DRAIN');
+        for (let i = 0; i < 3; i++) expect(await greeting()).toBe(release.modern ? 'agent-b' : 'agent-a');
+        await draining;
+      } finally {
+        for (const a of started) a.stop();
+        greeterA.close();
+        greeterB.close();
       }
     });
 
