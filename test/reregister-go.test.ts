@@ -5,7 +5,9 @@
 // within a second, and the Go server must not log "This should not happen": its storage keeps each
 // name's streams in a list and expects the first to go last, so the agent never hands a name from one
 // stream to another. Skipped with a note without the binaries.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DialAllowlist } from '../agent/allowlist.js';
@@ -39,6 +41,7 @@ function suite(release: AnpRelease): void {
   describe(`rules edits under load behind the Go proxy-server ${release.name}`, () => {
     let pki: TestPki;
     let server: GoServer;
+    let udsDir: string;
     let echo: Target;
     let agent: StartedAgent;
     let holder: RuleHolder;
@@ -47,7 +50,10 @@ function suite(release: AnpRelease): void {
     beforeAll(async () => {
       pki = makePki();
       echo = await startEchoServer();
-      server = await GoServer.create(release.dir, 'grpc', 'destHost', 'go-edits');
+      // The frontend on a Unix socket (plaintext, as kube-apiserver's egress reaches it): no TLS
+      // handshake per dial, so a few clients make a DIAL_REQ every few milliseconds.
+      udsDir = mkdtempSync(join(tmpdir(), 'spoke-edits-'));
+      server = await GoServer.create(release.dir, 'grpc', 'destHost', 'go-edits', { uds: join(udsDir, 'proxy.sock') });
       await server.start(pki);
       holder = new RuleHolder(rules(0));
       const registry = new Registry();
@@ -70,11 +76,11 @@ function suite(release: AnpRelease): void {
       agent?.stop();
       await server?.stop();
       await echo?.close();
+      rmSync(udsDir, { recursive: true, force: true });
     });
 
     const echoThrough = async (host: string, timeoutMs = 10_000) => {
-      const tls = { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) };
-      const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: server.ports.server, ...tls, address: `${host}:${echo.port}`, timeoutMs });
+      const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '', proxyPort: 0, proxyUds: server.uds, address: `${host}:${echo.port}`, timeoutMs });
       try {
         expect(await echoRoundTrip(conn, Buffer.from(host))).toBe(sha256(host));
       } finally {
@@ -126,7 +132,7 @@ function suite(release: AnpRelease): void {
       const seconds = (performance.now() - started) / 1000;
       expect(failures).toEqual([]);
       console.log(`reregister-go ${release.name}: ${ok} dials in ${seconds.toFixed(1)} s (${(ok / seconds).toFixed(0)}/s), new names routed after ${Math.min(...registeredIn).toFixed(0)}-${Math.max(...registeredIn).toFixed(0)} ms`);
-      expect(ok / seconds).toBeGreaterThan(50); // a DIAL_REQ every few ms on a quiet machine, every 20 ms at worst
+      expect(ok / seconds).toBeGreaterThan(50); // a DIAL_REQ every few ms here (140-180 a second), every 20 ms at worst on a loaded machine
       expect(registeredIn).toHaveLength(30);
       expect(Math.max(...registeredIn)).toBeLessThan(1000);
       expect(server.lines(/should not happen/, from)).toEqual([]);
