@@ -64,6 +64,8 @@ export class ClientSet {
   private generation: string;
   private nextTarget = 0;
   private duplicates = 0;
+  /** After a failed or duplicate attempt, no new one before this (performance.now()): an event wakes the loop, not the backoff. */
+  private nextAttemptAt = 0;
   // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
   // every stream of every connection draws from one counter.
   private nextConnectID = 1;
@@ -175,6 +177,7 @@ export class ClientSet {
     if (generation !== this.generation) {
       this.generation = generation;
       this.backoff.reset();
+      this.nextAttemptAt = 0;
       this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
     }
     const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
@@ -182,11 +185,11 @@ export class ClientSet {
     // Every address must hold at least one connection, and together they must cover the server count.
     const missingTarget = this.opts.targets.find((t) => !connected.has(t));
     const enough = current.length >= Math.max(this.count.value, this.opts.targets.length);
-    if (enough && !missingTarget) {
-      if (this.opts.syncForever) return this.connectOnce(this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
-      // Nothing to do until an event; where the TLS folders cannot be watched, look again each interval.
-      return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
-    }
+    // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
+    // folders cannot be watched, look again each interval.
+    if (enough && !missingTarget && !this.opts.syncForever) return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
+    const early = this.nextAttemptAt - performance.now();
+    if (early > 0) return early;
     return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
   }
 
@@ -215,7 +218,7 @@ export class ClientSet {
       this.opts.metrics.serverConnectAttempts.inc({ result: 'failed' });
       const wait = this.backoff.next();
       this.opts.log.warn({ target, error: (err as Error).message, retryInMs: Math.round(wait) }, 'cannot connect to proxy-server');
-      return wait;
+      return this.retryIn(wait);
     }
     const known = [...this.held].some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed);
     if (!known) {
@@ -231,12 +234,17 @@ export class ClientSet {
       // Behind a load balancer the next attempt may well reach the missing replica: retry soon,
       // with jitter, growing only while we keep hitting known replicas (ANP #816).
       this.duplicates++;
-      return Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random());
+      return this.retryIn(Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()));
     }
     this.duplicates = 0;
     this.backoff.reset();
     this.adopt({ conn, target, generation });
     return 20 * this.random();
+  }
+
+  private retryIn(ms: number): number {
+    this.nextAttemptAt = performance.now() + ms;
+    return ms;
   }
 
   private adopt(held: Held): void {

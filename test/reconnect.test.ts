@@ -128,4 +128,25 @@ describe('reconnect timing', () => {
     const gaps = accepted.slice(1).map((t, i) => t - accepted[i]!);
     expect(gaps.at(-1)!).toBeGreaterThan(2000);
   }, 30_000);
+
+  it('events that wake the sync loop (a changing server count here) do not cut the backoff short', async () => {
+    const accepted: number[] = [];
+    const sink = net.createServer((s) => {
+      accepted.push(performance.now());
+      s.destroy();
+    });
+    await new Promise<void>((r) => sink.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise((r) => sink.close(r)));
+    const agent = startAgent([`localhost:${(sink.address() as net.AddressInfo).port}`], [...agentFlags, '--count-server-leases'], { resolve: async () => ['127.0.0.1'] });
+    cleanups.push(() => agent.stop());
+    // Leases appearing and expiring every 50 ms: each change wakes the loop (100 wake-ups in 5 s).
+    let n = 0;
+    const flapping = setInterval(() => agent.agent.clients.setLeaseCount(1 + (n++ % 2)), 50);
+    cleanups.push(() => clearInterval(flapping));
+    await sleep(5000);
+    clearInterval(flapping);
+    // The backoff's own schedule: 0, ~0.125, 0.375, 0.875, 1.9, 3.4 s.
+    expect(accepted.length).toBeGreaterThanOrEqual(4);
+    expect(accepted.length).toBeLessThanOrEqual(8);
+  }, 30_000);
 });
