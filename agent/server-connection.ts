@@ -12,31 +12,19 @@ import { Header } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import { AgentSession } from './agent-session.js';
 import { Backoff } from './backoff.js';
-import type { BufferBudget } from './buffer-budget.js';
 import type { ServerCredentials } from './credentials.js';
-import type { AgentMetrics } from './metrics.js';
-import { Registration } from './registration.js';
-import type { Dial } from './tunnel.js';
+import { Registration, type RegistrationOptions } from './registration.js';
 
-export interface ServerConnectionOptions {
+/** What every stream of a connection is opened with (registration.ts), and what the connection adds. */
+export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'identifiers' | 'authorization'> {
   /** host:port of the proxy-server's agent port. */
   target: string;
   credentials: ServerCredentials;
-  agentID: string;
   /** The first stream's identifiers: the agent's own, which do not change while it runs. */
   identifiers: string;
   keepaliveMs: number;
-  handshakeTimeoutMs: number;
-  dial: Dial;
-  maxBuffer: number;
-  budget: BufferBudget;
-  connectIDs: () => string;
-  /** How long after its last DIAL_REQ a retired stream counts as no longer routed to. */
-  quietMs: number;
   /** The most a retired stream waits for its connections before it is closed anyway. */
   drainTimeoutMs: number;
-  metrics: AgentMetrics;
-  log: Logger;
   random?: () => number;
 }
 
@@ -85,20 +73,8 @@ export class ServerConnection extends EventEmitter {
   }
 
   private registration(identifiers: string): Registration {
-    const { opts } = this;
-    return new Registration({
-      agentID: opts.agentID,
-      identifiers,
-      authorization: opts.credentials.authorization,
-      handshakeTimeoutMs: opts.handshakeTimeoutMs,
-      dial: opts.dial,
-      maxBuffer: opts.maxBuffer,
-      budget: opts.budget,
-      connectIDs: opts.connectIDs,
-      quietMs: opts.quietMs,
-      metrics: opts.metrics,
-      log: opts.log,
-    });
+    const { target, credentials, keepaliveMs, drainTimeoutMs, random, ...common } = this.opts;
+    return new Registration({ ...common, identifiers, authorization: credentials.authorization });
   }
 
   private async connect(): Promise<void> {
@@ -128,8 +104,11 @@ export class ServerConnection extends EventEmitter {
     if (!Number.isInteger(count) || count < 0) throw new HandshakeError(`invalid server count ${countText}`);
     this.serverID = id;
     this.serverCount = count;
-    // The first stream is the connection: when the server ends it, it has let the agent go.
-    primary.onClosed((reason) => this.close(reason));
+    // The first stream is the connection: when the server ends it, it has let the agent go. (Once
+    // draining, the streams retire one by one, and closeWhenIdle ends the connection after the last.)
+    primary.onClosed((reason) => {
+      if (!this.drained) this.close(reason);
+    });
   }
 
   /** The rule names changed: streams for new groups, the streams of groups gone retire. */
@@ -172,7 +151,7 @@ export class ServerConnection extends EventEmitter {
         this.groupStreams.set(identifiers, reg);
         this.log.debug({ serverID: this.serverID, identifiers }, 'registered names');
         reg.onClosed((reason) => {
-          if (this.groupStreams.get(identifiers) !== reg) return;
+          if (this.groupStreams.get(identifiers) !== reg || this.drained || this.closed) return;
           // Ended by the server while the names are still served: open it again.
           this.groupStreams.delete(identifiers);
           this.log.warn({ serverID: this.serverID, identifiers, reason }, 'a stream for rule names ended: reopening');
@@ -230,10 +209,17 @@ export class ServerConnection extends EventEmitter {
     this.log.info({ serverID: this.serverID, streams: this.registrations().length }, 'draining the connection to the proxy-server');
   }
 
-  /** DRAIN, then close once every stream has retired (the server stopped routing to it), or after `timeoutMs`. */
+  /**
+   * DRAIN, then close once every stream has retired (the server stopped routing to it), or after
+   * `timeoutMs`. The first stream retires last: the Go server's default strategy keys every stream
+   * by agentID and logs "This should not happen" when a key's first stream goes before the others.
+   */
   async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    await Promise.all(this.registrations().map((r) => r.retire(timeoutMs, reason)));
+    const deadline = performance.now() + timeoutMs;
+    const { primary } = this;
+    await Promise.all(this.registrations().filter((r) => r !== primary).map((r) => r.retire(timeoutMs, reason)));
+    await primary?.retire(Math.max(0, deadline - performance.now()), reason);
     this.close(reason, true);
   }
 

@@ -80,4 +80,33 @@ describe('a retired stream', () => {
     expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
   });
 
+  it('when the agent drains, a connection on a rule\'s stream keeps the connection open, and the first stream retires last', async () => {
+    // The default strategy too: it keys every stream by agentID, so the first stream must go last.
+    const pki = makePki();
+    const both = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost', 'default'], agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) } });
+    const draining = startAgent([`localhost:${both.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-id=draining'], {
+      identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
+      resolve: async () => ['127.0.0.1'],
+    });
+    try {
+      await draining.ready();
+      await waitUntil(() => both.agents().length === 2, 5000, 'both streams');
+      const held = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: both.ports.server!, address: `rule.cluster2:${echo.port}`, timeoutMs: 5000 });
+      const drained = draining.agent.clients.drain(20_000);
+      // Well past the quiet second: the first stream, with no connection of its own, still waits.
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(both.agents()).toHaveLength(2);
+      expect(await echoRoundTrip(held, Buffer.from('after'))).toBe(sha256('after'));
+      const start = performance.now();
+      held.destroy();
+      await drained;
+      expect(performance.now() - start).toBeLessThan(3000);
+      expect(both.agents()).toEqual([]);
+      expect(both.counters.firstStreamRemovedBeforeOthers).toBe(0);
+    } finally {
+      draining.stop();
+      await both.close();
+    }
+  });
+
 });
