@@ -17,7 +17,7 @@ import { agentIdentifiers } from '../rules/identifiers.js';
 import { parseRules, type RuleSet } from '../rules/rule-set.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
-import { startEchoServer, type Target } from './support/targets.js';
+import { dialLoad, startEchoServer, type Target } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -83,20 +83,7 @@ async function echoThrough(host: string): Promise<void> {
 
 describe('re-registration', () => {
   it('keeps a stream of dials succeeding while the rule names change 20 times, registering each at once on the same connection', async () => {
-    let running = true;
-    let ok = 0;
-    const failures: string[] = [];
-    const worker = async () => {
-      while (running) {
-        try {
-          await echoThrough('stable.cluster1');
-          ok++;
-        } catch (err) {
-          failures.push((err as Error).message);
-        }
-      }
-    };
-    const workers = Array.from({ length: 4 }, worker);
+    const load = dialLoad(4, () => echoThrough('stable.cluster1'));
     const [conn] = agent.agent.clients.connections();
     const registeredIn: number[] = [];
     for (let g = 1; g <= 20; g++) {
@@ -107,8 +94,7 @@ describe('re-registration', () => {
       registeredIn.push(performance.now() - t);
       await echoThrough(`gen${g}.cluster1`);
     }
-    running = false;
-    await Promise.all(workers);
+    const { ok, failures } = await load.stop();
     expect(failures).toEqual([]);
     expect(ok).toBeGreaterThan(40);
     expect(Math.max(...registeredIn)).toBeLessThan(1000);

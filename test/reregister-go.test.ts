@@ -22,7 +22,7 @@ import { parseRules, type RuleSet } from '../rules/rule-set.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
-import { echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
+import { dialLoad, echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
 
 const { found, missing } = anpReleases();
 for (const note of missing) console.warn(`reregister-go: ${note}`);
@@ -90,20 +90,7 @@ function suite(release: AnpRelease): void {
 
     it('loses no dial, leaves none unanswered, registers each edit within 1 s, and the server never sees a name change streams', async () => {
       const from = server.log.length;
-      let running = true;
-      let ok = 0;
-      const failures: string[] = [];
-      const worker = async () => {
-        while (running) {
-          try {
-            await echoThrough('stable.cluster1');
-            ok++;
-          } catch (err) {
-            failures.push((err as Error).message);
-          }
-        }
-      };
-      const workers = Array.from({ length: 12 }, worker);
+      const load = dialLoad(12, () => echoThrough('stable.cluster1'));
       const registeredIn: number[] = [];
       const probes: Promise<void>[] = [];
       const started = performance.now();
@@ -127,8 +114,7 @@ function suite(release: AnpRelease): void {
         await new Promise((r) => setTimeout(r, Math.max(0, started + g * 100 - performance.now())));
       }
       await Promise.all(probes);
-      running = false;
-      await Promise.all(workers);
+      const { ok, failures } = await load.stop();
       const seconds = (performance.now() - started) / 1000;
       expect(failures).toEqual([]);
       console.log(`reregister-go ${release.name}: ${ok} dials in ${seconds.toFixed(1)} s (${(ok / seconds).toFixed(0)}/s), new names routed after ${Math.min(...registeredIn).toFixed(0)}-${Math.max(...registeredIn).toFixed(0)} ms`);

@@ -130,3 +130,27 @@ export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
     conn.write(payload);
   });
 }
+
+/** `clients` loops each running `attempt` until stopped: a steady dial load. `stop` resolves with the count and the errors. */
+export function dialLoad(clients: number, attempt: () => Promise<void>): { stop(): Promise<{ ok: number; failures: string[] }> } {
+  let running = true;
+  let ok = 0;
+  const failures: string[] = [];
+  const loops = Array.from({ length: clients }, async () => {
+    while (running) {
+      try {
+        await attempt();
+        ok++;
+      } catch (err) {
+        failures.push((err as Error).message);
+      }
+    }
+  });
+  return {
+    stop: async () => {
+      running = false;
+      await Promise.all(loops);
+      return { ok, failures };
+    },
+  };
+}
