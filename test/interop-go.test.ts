@@ -291,6 +291,29 @@ function interopSuite(release: AnpRelease): void {
       }
     });
 
+    it('an agent with a rule\'s stream, draining, leaves the Go server (destHost,default: streams keyed by agentID too) with no "should not happen"', async () => {
+      const [cert, key] = pki.issue('rules-agent', { client: true });
+      const ruled = startAgent([`127.0.0.1:${grpcServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-rules-agent'], {
+        identifiers: { own: 'host=own.ruled', groups: ['host=rule.ruled'] },
+        resolve: async () => ['127.0.0.1'],
+      });
+      try {
+        await ruled.ready(1, 15_000);
+        const from = grpcServer.log.length;
+        await waitUntil(() => grpcServer.lines(/"Agent connected"/).filter((l) => l.includes('spoke-rules-agent')).length >= 2, 5000, 'both streams registered');
+        const conn = await dial(grpcServer, `rule.ruled:${echo.port}`);
+        const drained = ruled.agent.drain(10_000);
+        await new Promise((r) => setTimeout(r, 1500));
+        expect(await echoRoundTrip(conn, Buffer.from('draining'))).toBe(sha256('draining'));
+        conn.destroy();
+        await drained;
+        await waitUntil(() => grpcServer.lines(/"Close backend of agent" agentID="spoke-rules-agent"/, from).length >= 2, 5000, 'both streams to end');
+        expect(grpcServer.lines(/should not happen/, from)).toEqual([]);
+      } finally {
+        ruled.stop();
+      }
+    });
+
     it('an agent with 4,000 names in its identifiers (one ~160 KB header, past Node\'s own 64 KiB send limit) is registered', async () => {
       const [cert, key] = pki.issue('many-names-agent', { client: true });
       const identifiers = Array.from({ length: 4000 }, (_, i) => `host=service-${i}.namespace-${i % 50}.cluster1`).join('&');
