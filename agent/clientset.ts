@@ -66,6 +66,8 @@ export class ClientSet {
   private duplicates = 0;
   /** After a failed or duplicate attempt, no new one before this (performance.now()): an event wakes the loop, not the backoff. */
   private nextAttemptAt = 0;
+  /** The wait is the duplicates' (replicas we hold answered): a replica lost or a new one counted ends it. */
+  private waitingOnDuplicates = false;
   // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
   // every stream of every connection draws from one counter.
   private nextConnectID = 1;
@@ -139,7 +141,14 @@ export class ClientSet {
     if (after === before) return;
     this.opts.metrics.knownServerCount.set(after);
     this.opts.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
+    if (after > before) this.replicaMissing();
     this.poke();
+  }
+
+  /** A replica is newly missing: the duplicates seen so far say nothing of it, so look for it at once. */
+  private replicaMissing(): void {
+    this.duplicates = 0;
+    if (this.waitingOnDuplicates) this.nextAttemptAt = 0;
   }
 
   /** Something the loop acts on happened: it looks again now. */
@@ -218,7 +227,7 @@ export class ClientSet {
       this.opts.metrics.serverConnectAttempts.inc({ result: 'failed' });
       const wait = this.backoff.next();
       this.opts.log.warn({ target, error: (err as Error).message, retryInMs: Math.round(wait) }, 'cannot connect to proxy-server');
-      return this.retryIn(wait);
+      return this.retryIn(wait, false);
     }
     const known = [...this.held].some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed);
     if (!known) {
@@ -234,7 +243,7 @@ export class ClientSet {
       // Behind a load balancer the next attempt may well reach the missing replica: retry soon,
       // with jitter, growing only while we keep hitting known replicas (ANP #816).
       this.duplicates++;
-      return this.retryIn(Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()));
+      return this.retryIn(Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()), true);
     }
     this.duplicates = 0;
     this.backoff.reset();
@@ -242,7 +251,8 @@ export class ClientSet {
     return 20 * this.random();
   }
 
-  private retryIn(ms: number): number {
+  private retryIn(ms: number, duplicate: boolean): number {
+    this.waitingOnDuplicates = duplicate;
     this.nextAttemptAt = performance.now() + ms;
     return ms;
   }
@@ -256,6 +266,7 @@ export class ClientSet {
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
+      this.replicaMissing();
       this.poke();
     });
     // Its streams for the rule names (a connection that turned out a duplicate opened none).

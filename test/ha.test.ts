@@ -115,6 +115,29 @@ describe('hub lifecycle', () => {
     expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['a', 'b']));
   });
 
+  it('a replica lost while the agent backs off from duplicates is looked for again at once', async () => {
+    // serverCount 3 with two replicas: the agent keeps dialling the balancer, meets only replicas it
+    // holds, and its waits grow towards --sync-interval (5 s here).
+    const a = await startHub({ serverID: 'a', serverCount: 3 });
+    let b = await startHub({ serverID: 'b', serverCount: 3 });
+    cleanups.push(() => Promise.all([a.close(), b.close()]));
+    const bPort = b.ports.agent;
+    const lb = new TcpBalancer([a.ports.agent, bPort]);
+    await lb.listen();
+    cleanups.push(() => lb.close());
+    const agent = startAgent([`localhost:${lb.port}`], [...agentFlags, '--sync-interval=5s', '--sync-interval-cap=5s'], { resolve });
+    cleanups.push(() => agent.stop());
+    await agent.ready(2, 5000);
+    await new Promise((r) => setTimeout(r, 4000));
+    await b.close();
+    await waitUntil(() => !agent.agent.clients.serverIDs().includes('b'), 5000, 'the stream to b to close');
+    b = await startHub({ serverID: 'b', serverCount: 3, agentPort: bPort });
+    const back = performance.now();
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 10_000, 'b held again');
+    // The duplicates' wait (seconds by now) does not hold back the search for a replica just lost.
+    expect(performance.now() - back).toBeLessThan(800);
+  }, 30_000);
+
   it('keeps every address of several --proxy-server-host values connected', async () => {
     const a = await startHub({ serverID: 'a' });
     const b = await startHub({ serverID: 'b' });
