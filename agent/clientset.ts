@@ -109,11 +109,6 @@ export class ClientSet {
     return this.draining;
   }
 
-  /** The number of servers the agent keeps a connection to. */
-  get knownServerCount(): number {
-    return this.count.value;
-  }
-
   serverIDs(): string[] {
     return [...this.held].filter((h) => !h.conn.isClosed).map((h) => h.conn.serverID);
   }
@@ -288,7 +283,6 @@ export class ClientSet {
     this.draining = true;
     clearTimeout(this.syncTimer);
     this.wake?.();
-    for (const h of this.held) h.conn.drain();
     await Promise.all([...this.held].map((h) => h.conn.closeWhenIdle(timeoutMs, 'agent shutting down')));
   }
 

@@ -51,6 +51,8 @@ export class Registration {
   private lastDialAt = 0;
   private drainedAt = 0;
   private graceTimer?: NodeJS.Timeout;
+  /** The retirement under way: a second `retire` (the agent draining a stream a rules edit retired) waits for it. */
+  private retirement?: Promise<void>;
   private readonly closedListeners: Array<(reason: string) => void> = [];
   /** Resolves when the stream has ended (or never opened): after a graceful close, the server's answer. */
   private readonly streamEnded: Promise<void>;
@@ -69,10 +71,6 @@ export class Registration {
       metrics: opts.metrics,
       log: opts.log,
     });
-  }
-
-  get identifiers(): string {
-    return this.opts.identifiers;
   }
 
   /** Opens the stream on `session`; resolves with the server's response headers. */
@@ -130,14 +128,6 @@ export class Registration {
     return this.stream.write(encodeDataFrame(connectID, payload));
   }
 
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
-  get isDraining(): boolean {
-    return this.drained;
-  }
-
   onClosed(listener: (reason: string) => void): void {
     if (this.closed) listener('closed');
     else this.closedListeners.push(listener);
@@ -157,7 +147,11 @@ export class Registration {
    * DRAIN, then close once the server has stopped routing here (nothing pending or open, no DIAL_REQ
    * for the quiet period), or after `timeoutMs` regardless. Resolves when closed.
    */
-  async retire(timeoutMs: number, reason: string): Promise<void> {
+  retire(timeoutMs: number, reason: string): Promise<void> {
+    return (this.retirement ??= this.retireWhenQuiet(timeoutMs, reason));
+  }
+
+  private async retireWhenQuiet(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
     const deadline = performance.now() + timeoutMs;
     while (!this.closed) {

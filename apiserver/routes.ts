@@ -3,7 +3,7 @@
 // Status objects.
 import { explain } from '../dns/explain.js';
 import type { QueryEntry, QueryLog } from '../dns/query-log.js';
-import { parseQuerySelector } from '../dns/query-selector.js';
+import { entryFilter } from '../dns/query-selector.js';
 import type { QueryStream } from '../dns/query-stream.js';
 import type { Resolver } from '../dns/resolver.js';
 import type { RuleHolder } from '../rules/holder.js';
@@ -70,9 +70,8 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
     const object = query(entry, log);
     return present(how, url, object, queryColumns, [object]);
   }
-  const selector = parseQuerySelector(url.searchParams.get('fieldSelector') ?? '');
-  if (typeof selector !== 'function') return badRequest(`fieldSelector: ${selector.error}`);
-  const keep = (e: QueryEntry) => selector(e, log.version(e.seq));
+  const keep = entryFilter(url.searchParams.get('fieldSelector') ?? '', log);
+  if (typeof keep !== 'function') return badRequest(`fieldSelector: ${keep.error}`);
   if (!isWatch(url)) {
     const list = queryList(log, log.entries().filter(keep));
     return present(how, url, list, queryColumns, list.items, list.metadata.resourceVersion);

@@ -4,6 +4,7 @@
 import type { Registry } from 'prom-client';
 import type { Resolver } from '../dns/resolver.js';
 import type { KubeApiClient } from '../kube/api-client.js';
+import { requireClient } from '../kube/config.js';
 import { apiReviewer } from '../kube/delegated-auth.js';
 import type { KubeOptions } from '../kube/options.js';
 import type { Logger } from '../observability/log.js';
@@ -24,8 +25,7 @@ export interface StartApiServerOptions {
 
 /** Starts serving; throws a message for the operator when it cannot. Returns the port and the stop function. */
 export async function startApiServer(o: StartApiServerOptions): Promise<{ port: number; close: () => Promise<void> }> {
-  const { client } = o;
-  if (!client) throw new Error('--api-server-port needs --kubeconfig, or running in a pod with a service account');
+  const client = requireClient(o.client, '--api-server-port');
   const log = o.log.child({ component: 'api' });
   const source = await AuthenticationSource.load({ client, log, registry: o.registry, resyncMs: o.options.kubeResync });
   let server: ApiServer;

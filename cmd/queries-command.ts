@@ -7,6 +7,7 @@ import { joinHostPort } from '../agent/address.js';
 import { agentFlags } from '../agent/options.js';
 import type { ShownQuery } from '../dns/queries-handler.js';
 import { bool, FlagError, parseFlags, str, usage } from '../flags/flags.js';
+import { refusalReason } from './debug-refusal.js';
 
 export const queriesFlags = {
   watch: bool('watch', false, 'After the queries held, follow new ones as they come (-w).'),
@@ -39,14 +40,7 @@ class Refused extends Error {}
 async function request(url: string, token: string | undefined, signal?: AbortSignal): Promise<Response> {
   const res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal });
   if (!res.ok) {
-    const text = await res.text();
-    let why = text.trim();
-    try {
-      why = (JSON.parse(text) as { error?: string }).error ?? why;
-    } catch {
-      // a guard's plain-text 401/403
-    }
-    throw new Refused(`${url} answered ${res.status}: ${why}`);
+    throw new Refused(`${url} answered ${res.status}: ${refusalReason(await res.text()) ?? ''}`);
   }
   return res;
 }

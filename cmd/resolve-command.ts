@@ -10,6 +10,7 @@ import { dnsFlags } from '../dns/options.js';
 import { encodeQuery, rcodeName, TYPE, typeCode } from '../dns/wire.js';
 import { bool, duration, FlagError, parseFlags, str, usage } from '../flags/flags.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
+import { refusalReason } from './debug-refusal.js';
 
 const { Packet } = dns2;
 
@@ -84,12 +85,7 @@ async function explanation(values: ResolveValues, name: string): Promise<string>
   const path = `/debug/resolve?name=${encodeURIComponent(name)}&type=${encodeURIComponent(values.type)}`;
   const say = (from: string, status: number, body: string) => {
     if (status === 200) return `;; explanation from ${from}: ${explanationReason(JSON.parse(body) as Explanation)}`;
-    let why: string | undefined;
-    try {
-      why = (JSON.parse(body) as { error?: string }).error;
-    } catch {
-      why = body.trim() || undefined;
-    }
+    const why = refusalReason(body);
     const hint = status === 401 || status === 403 ? ' (run resolve inside the agent\'s pod, e.g. kubectl exec, where it asks over the local socket without a token)' : '';
     return `;; no explanation: ${from} answered ${status}${why ? `: ${why}` : ''}${hint}`;
   };

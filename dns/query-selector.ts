@@ -4,7 +4,7 @@
 // value is an error, as upstream. Fields are the object's paths (spec.name, status.rcode, ...) or
 // their last part (name, rcode, ...). Names compare as DNS does (case-insensitive, a trailing dot
 // ignored), types and rcodes case-insensitively, the rest exactly. Pure.
-import type { QueryEntry } from './query-log.js';
+import type { QueryEntry, QueryLog } from './query-log.js';
 
 type Field = { aliases: string[]; value: (e: QueryEntry, objectName: string) => string; normalize: (v: string) => string };
 
@@ -79,4 +79,10 @@ export function parseQuerySelector(text: string): QuerySelector | { error: strin
     tests.push(op === '!=' ? (e, n) => !equal(e, n) : equal);
   }
   return (e, objectName) => tests.every((t) => t(e, objectName));
+}
+
+/** The entries of `log` that `text` selects (each named by its version there), or what is wrong with the text. */
+export function entryFilter(text: string, log: Pick<QueryLog, 'version'>): ((e: QueryEntry) => boolean) | { error: string } {
+  const selector = parseQuerySelector(text);
+  return typeof selector === 'function' ? (e) => selector(e, log.version(e.seq)) : selector;
 }

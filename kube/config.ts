@@ -37,3 +37,9 @@ export async function kubeApiClient(kubeconfigPath: string, env: NodeJS.ProcessE
   await loadDeferredModules(optionalModules(kc));
   return new KubeApiClient(kc);
 }
+
+/** The client `flag` needs; throws, naming the flag, when there is no API server to reach. */
+export function requireClient(client: KubeApiClient | undefined, flag: string): KubeApiClient {
+  if (!client) throw new Error(`${flag} needs --kubeconfig, or running in a pod with a service account`);
+  return client;
+}

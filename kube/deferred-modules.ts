@@ -24,6 +24,3 @@ export function notLoaded(specifier: string, name: string, bundled: boolean): ()
 export async function loadDeferredModules(specifiers: readonly string[]): Promise<void> {
   await Promise.all(specifiers.flatMap((s) => loaders.get(s) ?? []).map((load) => load()));
 }
-
-/** The specifiers the bundle deferred, for tests. */
-export const deferredModules = (): string[] => [...loaders.keys()];

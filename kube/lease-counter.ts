@@ -65,7 +65,7 @@ export interface LeaseCounterOptions {
   namespace: string;
   /** --lease-label-selector (or --lease-label's pairs) */
   selector: string;
-  /** The count now, at least 1; undefined until the Leases have been listed. */
+  /** The count, at least 1: after the first list, and whenever it changes. */
   onCount: (count: number) => void;
   log: Logger;
   registry: Registry;

@@ -9,6 +9,7 @@ import type { RuleHolder } from '../rules/holder.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleFlagValues } from '../rules/options.js';
 import type { KubeApiClient } from './api-client.js';
+import { requireClient } from './config.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, queriesAuthPath, type KubeOptions } from './options.js';
@@ -45,8 +46,7 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (!wantsKubeSources(o.kube)) return () => {};
   const flags = o.kube.rulesConfigmap !== '' ? '--rules-configmap' : '--auto-expose';
   if (o.rules.clusterName === '') throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
-  const { client } = o;
-  if (!client) throw new Error(`${flags} needs --kubeconfig, or running in a pod with a service account`);
+  const client = requireClient(o.client, flags);
   const metrics = kubeMetrics(o.registry);
   const log = o.log.child({ component: 'kube' });
   const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
@@ -106,9 +106,8 @@ export interface LeaseCountingOptions {
 
 /** --count-server-leases: starts counting the proxy-servers' Leases; returns the function that stops it. */
 export function startLeaseCounting(o: LeaseCountingOptions): () => void {
-  if (!o.client) throw new Error('--count-server-leases needs --kubeconfig, or running in a pod with a service account');
   const counter = new LeaseCounter({
-    client: o.client,
+    client: requireClient(o.client, '--count-server-leases'),
     namespace: o.agent.leaseNamespace,
     selector: leaseSelector(o.agent),
     onCount: o.onCount,
@@ -134,9 +133,7 @@ export interface Guards {
 export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Registry; client: KubeApiClient | undefined; env?: NodeJS.ProcessEnv }): Guards {
   const debugOn = o.kube.debugAuth === 'true' || (o.kube.debugAuth === 'auto' && inCluster(o.env));
   if (!debugOn && !o.kube.metricsAuth) return {};
-  const { client } = o;
-  if (!client) throw new Error(`${debugOn ? '--debug-auth=true' : '--metrics-auth'} needs --kubeconfig, or running in a pod with a service account`);
-  const reviewer = apiReviewer(client);
+  const reviewer = apiReviewer(requireClient(o.client, debugOn ? '--debug-auth=true' : '--metrics-auth'));
   const common = { reviewer, log: o.log.child({ component: 'delegated-auth' }), metrics: kubeMetrics(o.registry) };
   return {
     debug: debugOn ? delegatedAuthGuard({ ...common, path: o.kube.debugAuthPath }) : undefined,
