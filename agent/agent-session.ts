@@ -40,7 +40,10 @@ export class AgentSession {
     private readonly session: http2.ClientHttp2Session,
     private readonly opts: AgentSessionOptions,
   ) {
-    session.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }));
+    session.on(
+      'error',
+      (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }),
+    );
     session.on('goaway', (code: number) => {
       this.goingAway = true;
       this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `the server sent GOAWAY (HTTP/2 error ${code})` };
@@ -62,7 +65,10 @@ export class AgentSession {
         socket.destroy();
         reject(err);
       };
-      const timer = setTimeout(() => fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)), opts.timeoutMs);
+      const timer = setTimeout(
+        () => fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)),
+        opts.timeoutMs,
+      );
       const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
       socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
       socket.once('connect', () => {
@@ -141,7 +147,10 @@ export class AgentSession {
 
   private ping(): void {
     const unanswered = setTimeout(() => {
-      this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms` };
+      this.status ??= {
+        code: GrpcStatus.UNAVAILABLE,
+        details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms`,
+      };
       this.close();
     }, this.opts.keepaliveTimeoutMs).unref();
     const sent = this.session.ping((err) => {

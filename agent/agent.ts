@@ -31,18 +31,29 @@ export class Agent {
   readonly clients: ClientSet;
   readonly budget: BufferBudget;
 
-  constructor(readonly options: AgentOptions, targets: string[], deps: AgentDeps) {
+  constructor(
+    readonly options: AgentOptions,
+    targets: string[],
+    deps: AgentDeps,
+  ) {
     this.agentID = options.agentID || randomUUID();
     this.registry = deps.registry ?? new Registry();
     this.metrics = new AgentMetrics(this.registry);
-    this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), { stallMs: defaultStallMs, metrics: this.metrics, log: deps.log });
+    this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), {
+      stallMs: defaultStallMs,
+      metrics: this.metrics,
+      log: deps.log,
+    });
     this.clients = new ClientSet({
       targets,
       credentials: options,
       agentID: this.agentID,
       identifiers: deps.identifiers?.own ?? options.agentIdentifiers,
       groups: deps.identifiers?.groups,
-      serverCount: { countLeases: options.countServerLeases, source: options.serverCountSource === 'max' ? 'max' : 'default' },
+      serverCount: {
+        countLeases: options.countServerLeases,
+        source: options.serverCountSource === 'max' ? 'max' : 'default',
+      },
       syncIntervalMs: options.syncInterval,
       syncIntervalCapMs: options.syncIntervalCap,
       syncForever: options.syncForever,
@@ -50,7 +61,14 @@ export class Agent {
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
       budget: this.budget,
-      dial: (address, cancel) => dialTcp(address, { timeoutMs: options.dialTimeout, cancel, resolve: deps.resolve, authorize: deps.authorize, sharedReads: true }),
+      dial: (address, cancel) =>
+        dialTcp(address, {
+          timeoutMs: options.dialTimeout,
+          cancel,
+          resolve: deps.resolve,
+          authorize: deps.authorize,
+          sharedReads: true,
+        }),
       metrics: this.metrics,
       log: deps.log,
     });

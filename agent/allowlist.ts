@@ -21,7 +21,8 @@ export function ipBytes(ip: string): Uint8Array | undefined {
   const addr = zone === -1 ? ip : ip.slice(0, zone);
   if (!isIP(addr)) return undefined;
   const bytes = ipAddressBytes(addr);
-  const mapped = bytes.length === 16 && bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+  const mapped =
+    bytes.length === 16 && bytes.subarray(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
   return mapped ? bytes.slice(12) : bytes;
 }
 

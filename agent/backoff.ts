@@ -16,7 +16,10 @@ export interface BackoffPolicy {
 export class Backoff {
   private currentMs: number;
 
-  constructor(private readonly policy: BackoffPolicy, private readonly random: () => number = Math.random) {
+  constructor(
+    private readonly policy: BackoffPolicy,
+    private readonly random: () => number = Math.random,
+  ) {
     this.currentMs = this.start();
   }
 
@@ -24,8 +27,12 @@ export class Backoff {
   next(): number {
     const base = this.currentMs;
     const { initialMs, capMs } = this.policy;
-    this.currentMs = base < initialMs ? Math.min(base * 2, initialMs) : Math.min(base * (this.policy.factor ?? 1.5), capMs);
-    return Math.min(base * (1 + (this.policy.jitter ?? 0.1) * this.random()), capMs * (1 + (this.policy.jitter ?? 0.1)));
+    this.currentMs =
+      base < initialMs ? Math.min(base * 2, initialMs) : Math.min(base * (this.policy.factor ?? 1.5), capMs);
+    return Math.min(
+      base * (1 + (this.policy.jitter ?? 0.1) * this.random()),
+      capMs * (1 + (this.policy.jitter ?? 0.1)),
+    );
   }
 
   /** After a success the next wait starts from the beginning again. */

@@ -6,10 +6,19 @@ const h = (name: string, buffered: number, lastProgress: number) => ({ name, buf
 describe('chooseShed', () => {
   const now = 10_000;
   it('closes targets that stopped reading, largest first, until the total is down to the target', () => {
-    const holders = [h('small-stopped', 1 << 20, 0), h('reading', 30 << 20, now - 10), h('big-stopped', 8 << 20, 5000), h('mid-stopped', 4 << 20, 0)];
+    const holders = [
+      h('small-stopped', 1 << 20, 0),
+      h('reading', 30 << 20, now - 10),
+      h('big-stopped', 8 << 20, 5000),
+      h('mid-stopped', 4 << 20, 0),
+    ];
     const total = 43 << 20;
     expect(chooseShed(holders, now, total, 32 << 20, 2000).map((x) => x.name)).toEqual(['big-stopped', 'mid-stopped']);
-    expect(chooseShed(holders, now, total, 0, 2000).map((x) => x.name)).toEqual(['big-stopped', 'mid-stopped', 'small-stopped']);
+    expect(chooseShed(holders, now, total, 0, 2000).map((x) => x.name)).toEqual([
+      'big-stopped',
+      'mid-stopped',
+      'small-stopped',
+    ]);
   });
 
   it('never closes a target that is still reading, nor one with nothing waiting', () => {

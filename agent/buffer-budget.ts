@@ -32,8 +32,16 @@ export interface Brake {
  * Whom to close so that `total` falls to `target`: connections whose targets accepted nothing for
  * `stallMs`, largest first. Targets still reading are never chosen (they get the brake instead).
  */
-export function chooseShed<T extends ShedCandidate>(holders: Iterable<T>, now: number, total: number, target: number, stallMs: number): T[] {
-  const stopped = [...holders].filter((h) => h.buffered > 0 && now - h.lastProgress >= stallMs).sort((a, b) => b.buffered - a.buffered);
+export function chooseShed<T extends ShedCandidate>(
+  holders: Iterable<T>,
+  now: number,
+  total: number,
+  target: number,
+  stallMs: number,
+): T[] {
+  const stopped = [...holders]
+    .filter((h) => h.buffered > 0 && now - h.lastProgress >= stallMs)
+    .sort((a, b) => b.buffered - a.buffered);
   const chosen: T[] = [];
   for (const h of stopped) {
     if (total <= target) break;
@@ -99,14 +107,22 @@ export class BufferBudget {
         const { buffered } = h;
         this.opts.metrics.bufferShed.inc();
         this.opts.metrics.bufferShedBytes.inc(buffered);
-        this.opts.log.warn({ total: this.total, limit: this.limit, buffered }, 'agent buffer budget exhausted: closing a connection whose target stopped reading');
-        h.shed(`agent buffer budget exhausted: ${this.total} bytes waiting for targets across all connections (--max-total-buffer ${this.limit}); this target accepted nothing for ${this.opts.stallMs}ms with ${buffered} bytes waiting, the largest such connection`);
+        this.opts.log.warn(
+          { total: this.total, limit: this.limit, buffered },
+          'agent buffer budget exhausted: closing a connection whose target stopped reading',
+        );
+        h.shed(
+          `agent buffer budget exhausted: ${this.total} bytes waiting for targets across all connections (--max-total-buffer ${this.limit}); this target accepted nothing for ${this.opts.stallMs}ms with ${buffered} bytes waiting, the largest such connection`,
+        );
       }
     }
     if (!this.braked && this.total > this.limit) {
       this.braked = true;
       this.opts.metrics.bufferBrakes.inc();
-      this.opts.log.warn({ total: this.total, limit: this.limit }, 'agent buffer budget reached and no target has stopped reading yet: pausing every server stream');
+      this.opts.log.warn(
+        { total: this.total, limit: this.limit },
+        'agent buffer budget reached and no target has stopped reading yet: pausing every server stream',
+      );
       for (const b of this.brakes) b.pause();
       this.timer = setInterval(() => this.enforce(), Math.max(10, this.opts.stallMs / 4));
     } else if (this.braked && this.total <= lowWater) {

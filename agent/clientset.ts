@@ -84,7 +84,10 @@ export class ClientSet {
     // After a lost stream the first retries come at 1/8, 3/8 and 7/8 of --sync-interval: a
     // restarted server is back sooner than the Go agent's next 1 s tick would find it, and past
     // the first interval a server that stays down is retried as the Go agent would (x1.5 to the cap).
-    this.backoff = new Backoff({ initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, firstMs: opts.syncIntervalMs / 8 }, this.random);
+    this.backoff = new Backoff(
+      { initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, firstMs: opts.syncIntervalMs / 8 },
+      this.random,
+    );
     this.groups = opts.groups ?? [];
     this.tlsFingerprint = new TlsFingerprint(opts.credentials);
     this.count = new ServerCount(opts.serverCount);
@@ -191,7 +194,8 @@ export class ClientSet {
     const enough = current.length >= Math.max(this.count.value, this.opts.targets.length);
     // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
     // folders cannot be watched, look again each interval.
-    if (enough && !missingTarget && !this.opts.syncForever) return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
+    if (enough && !missingTarget && !this.opts.syncForever)
+      return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
     const early = this.nextAttemptAt - performance.now();
     if (early > 0) return early;
     return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
@@ -221,7 +225,10 @@ export class ClientSet {
     } catch (err) {
       this.opts.metrics.serverConnectAttempts.inc({ result: 'failed' });
       const wait = this.backoff.next();
-      this.opts.log.warn({ target, error: (err as Error).message, retryInMs: Math.round(wait) }, 'cannot connect to proxy-server');
+      this.opts.log.warn(
+        { target, error: (err as Error).message, retryInMs: Math.round(wait) },
+        'cannot connect to proxy-server',
+      );
       return this.retryIn(wait, false);
     }
     const known = [...this.held].some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed);
@@ -232,13 +239,21 @@ export class ClientSet {
       this.count.fromHeader(conn.serverCount);
       this.countChanged(before);
     }
-    if (this.stopped || this.draining || generation !== this.generation || current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)) {
+    if (
+      this.stopped ||
+      this.draining ||
+      generation !== this.generation ||
+      current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
+    ) {
       conn.close('duplicate serverID');
       this.opts.metrics.serverConnectAttempts.inc({ result: 'duplicate' });
       // Behind a load balancer the next attempt may well reach the missing replica: retry soon,
       // with jitter, growing only while we keep hitting known replicas (ANP #816).
       this.duplicates++;
-      return this.retryIn(Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()), true);
+      return this.retryIn(
+        Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()),
+        true,
+      );
     }
     this.duplicates = 0;
     this.backoff.reset();
@@ -257,7 +272,15 @@ export class ClientSet {
     this.held.add(held);
     this.updateGauge();
     this.opts.metrics.serverConnectAttempts.inc({ result: 'connected' });
-    conn.log.info({ serverID: conn.serverID, serverCount: conn.serverCount, identifiers: this.opts.identifiers, groups: this.groups.length }, 'connected to proxy-server');
+    conn.log.info(
+      {
+        serverID: conn.serverID,
+        serverCount: conn.serverCount,
+        identifiers: this.opts.identifiers,
+        groups: this.groups.length,
+      },
+      'connected to proxy-server',
+    );
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
@@ -268,7 +291,12 @@ export class ClientSet {
     conn.setGroups(this.groups);
     // A connection of older TLS material to the same replica is replaced by this one.
     for (const old of this.held) {
-      if (old !== held && old.generation !== held.generation && old.conn.serverID === conn.serverID && !old.conn.isDraining) {
+      if (
+        old !== held &&
+        old.generation !== held.generation &&
+        old.conn.serverID === conn.serverID &&
+        !old.conn.isDraining
+      ) {
         void old.conn.closeWhenIdle(this.opts.drainTimeoutMs, 'replaced by a connection with new credentials');
       }
     }

@@ -16,15 +16,27 @@ import { ServerTls } from './server-tls.js';
 const pki = makePki();
 type Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
 let handler: Handler = () => {};
-const server = http2.createSecureServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ca: readFileSync(pki.caCert), requestCert: true, allowHTTP1: false });
+const server = http2.createSecureServer({
+  key: readFileSync(pki.serverKey),
+  cert: readFileSync(pki.serverCert),
+  ca: readFileSync(pki.caCert),
+  requestCert: true,
+  allowHTTP1: false,
+});
 server.on('stream', (stream, headers) => handler(stream, headers));
-const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+const port = await new Promise<number>((resolve) =>
+  server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
+);
 const open: AgentSession[] = [];
 afterEach(() => open.splice(0).forEach((s) => s.close()));
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
 const tlsOptions = {
-  secureContext: createSecureContext({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) }),
+  secureContext: createSecureContext({
+    ca: readFileSync(pki.caCert),
+    cert: readFileSync(pki.clientCert),
+    key: readFileSync(pki.clientKey),
+  }),
   server: `127.0.0.1:${port}`,
   host: '127.0.0.1',
   alpn: [],
@@ -40,7 +52,10 @@ function frame(body: string): Buffer {
   return out;
 }
 
-type Overrides = Partial<Pick<ConnectStreamOptions, 'timeoutMs' | 'metadata'> & Pick<AgentSessionOptions, 'target' | 'keepaliveMs' | 'keepaliveTimeoutMs'>>;
+type Overrides = Partial<
+  Pick<ConnectStreamOptions, 'timeoutMs' | 'metadata'> &
+    Pick<AgentSessionOptions, 'target' | 'keepaliveMs' | 'keepaliveTimeoutMs'>
+>;
 
 async function session(overrides: Overrides = {}) {
   let resolveClose!: (s: StreamStatus) => void;
@@ -84,12 +99,19 @@ describe('ConnectStream', () => {
     let seen: http2.IncomingHttpHeaders = {};
     handler = (stream, headers) => ((seen = headers), stream.respond(grpcHeaders));
     const { stream } = await connect();
-    expect(seen).toMatchObject({ ':method': 'POST', ':path': '/AgentService/Connect', 'content-type': 'application/grpc', te: 'trailers', agentid: 'a1', agentidentifiers: 'host=c1' });
+    expect(seen).toMatchObject({
+      ':method': 'POST',
+      ':path': '/AgentService/Connect',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      agentid: 'a1',
+      agentidentifiers: 'host=c1',
+    });
     expect(stream.responseHeaders).toMatchObject({ serverid: 's1', servercount: '2' });
     expect(stream.open).toBe(true);
   });
 
-  it('delivers messages cut anywhere, both ways, then the server\'s status from its trailers', async () => {
+  it("delivers messages cut anywhere, both ways, then the server's status from its trailers", async () => {
     handler = (stream) => {
       stream.respond(grpcHeaders, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
@@ -111,7 +133,11 @@ describe('ConnectStream', () => {
   });
 
   it('reports a trailers-only refusal in gRPC terms, message decoded', async () => {
-    handler = (stream) => stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'bad%20token' }, { endStream: true });
+    handler = (stream) =>
+      stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'bad%20token' },
+        { endStream: true },
+      );
     await expect(connect()).rejects.toThrow('UNAUTHENTICATED: bad token');
   });
 
@@ -123,7 +149,9 @@ describe('ConnectStream', () => {
   it('gives up on a server that never answers, within the timeout', async () => {
     handler = () => {};
     const t = performance.now();
-    await expect(connect({ timeoutMs: 300 })).rejects.toThrow(`no response headers from 127.0.0.1:${port} within 300ms`);
+    await expect(connect({ timeoutMs: 300 })).rejects.toThrow(
+      `no response headers from 127.0.0.1:${port} within 300ms`,
+    );
     expect(performance.now() - t).toBeLessThan(2000);
   });
 
@@ -204,8 +232,17 @@ describe('ConnectStream', () => {
 
   it('offers --alpn-proto before h2 in the TLS handshake', async () => {
     let offered: string[] = [];
-    const tlsServer = createTlsServer({ key: readFileSync(pki.serverKey), cert: readFileSync(pki.serverCert), ALPNCallback: ({ protocols }) => ((offered = protocols), 'h2') }, (s) => s.destroy());
-    const tlsPort = await new Promise<number>((resolve) => tlsServer.listen(0, '127.0.0.1', () => resolve((tlsServer.address() as AddressInfo).port)));
+    const tlsServer = createTlsServer(
+      {
+        key: readFileSync(pki.serverKey),
+        cert: readFileSync(pki.serverCert),
+        ALPNCallback: ({ protocols }) => ((offered = protocols), 'h2'),
+      },
+      (s) => s.destroy(),
+    );
+    const tlsPort = await new Promise<number>((resolve) =>
+      tlsServer.listen(0, '127.0.0.1', () => resolve((tlsServer.address() as AddressInfo).port)),
+    );
     const withAlpn = new ServerTls({ ...tlsOptions, server: `127.0.0.1:${tlsPort}`, alpn: ['konnectivity', 'h2'] });
     const socket = await new Promise<Socket>((resolve) => {
       const s = connectTcp(tlsPort, '127.0.0.1', () => resolve(s));
@@ -220,7 +257,11 @@ describe('ConnectStream', () => {
     const relay = new TcpBalancer([port]);
     const relayPort = await relay.listen();
     try {
-      const { session: s, ended, closed } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300 });
+      const {
+        session: s,
+        ended,
+        closed,
+      } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300 });
       await new Promise((r) => setTimeout(r, 600));
       expect(s.ready).toBe(true);
       relay.freeze();

@@ -5,8 +5,33 @@
 import http2 from 'node:http2';
 import { GrpcFramingError, GrpcMessageReader } from '../proto/grpc-framing.js';
 
-const statusNames = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS', 'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
-export const GrpcStatus = { OK: 0, CANCELLED: 1, UNKNOWN: 2, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+const statusNames = [
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+];
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  RESOURCE_EXHAUSTED: 8,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+} as const;
 
 export function grpcStatusName(code: number): string {
   return statusNames[code] ?? String(code);
@@ -55,7 +80,11 @@ export class ConnectStream {
         this.cancel();
       }
     });
-    stream.on('trailers', (trailers: http2.IncomingHttpHeaders) => (this.status ??= statusOf(trailers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without grpc-status' }));
+    stream.on(
+      'trailers',
+      (trailers: http2.IncomingHttpHeaders) =>
+        (this.status ??= statusOf(trailers) ?? { code: GrpcStatus.UNKNOWN, details: 'trailers without grpc-status' }),
+    );
     stream.on('error', (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: err.message }));
     // The server's end of the stream (trailers, then 'end') ends the call, as in gRPC; 'close' would
     // wait for our side too. An end without trailers may be a reset, whose code only 'close' tells:
@@ -93,9 +122,13 @@ export class ConnectStream {
         reject(err);
       };
       const onError = (err: Error) => fail(new Error(err.message));
-      const onClose = () => fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
+      const onClose = () =>
+        fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
       const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
-      const timer = setTimeout(() => fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)), opts.timeoutMs);
+      const timer = setTimeout(
+        () => fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)),
+        opts.timeoutMs,
+      );
       stream.once('error', onError).once('close', onClose);
       session.once('close', onSessionClose);
       stream.once('response', (headers) => {
@@ -167,7 +200,8 @@ function refusal(headers: http2.IncomingHttpHeaders): string | undefined {
   if (grpc && grpc.code !== GrpcStatus.OK) return `${grpcStatusName(grpc.code)}: ${grpc.details}`;
   if (Number(status) !== 200) return `HTTP status ${status} from the server (not a gRPC endpoint?)`;
   if (grpc) return 'the server ended the stream before it began';
-  if (!String(headers['content-type'] ?? '').startsWith('application/grpc')) return `content-type ${String(headers['content-type'])} from the server (not a gRPC endpoint?)`;
+  if (!String(headers['content-type'] ?? '').startsWith('application/grpc'))
+    return `content-type ${String(headers['content-type'])} from the server (not a gRPC endpoint?)`;
   return undefined;
 }
 

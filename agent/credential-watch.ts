@@ -13,7 +13,11 @@ export interface CredentialWatch {
 }
 
 /** Calls `onChange` (at most every `settleMs`, so a multi-file update is seen once) after anything changes in the files' folders. */
-export function watchCredentialFolders(paths: readonly string[], onChange: () => void, settleMs = 100): CredentialWatch {
+export function watchCredentialFolders(
+  paths: readonly string[],
+  onChange: () => void,
+  settleMs = 100,
+): CredentialWatch {
   const watchers: FSWatcher[] = [];
   let timer: NodeJS.Timeout | undefined;
   let complete = true;

@@ -17,7 +17,12 @@ afterEach(() => {
 describe('TlsFingerprint', () => {
   it('stays while the files are untouched and changes on an in-place write of the same size', () => {
     const dir = tempDir();
-    const files = { caCert: join(dir, 'ca.crt'), agentCert: join(dir, 'tls.crt'), agentKey: join(dir, 'tls.key'), serviceAccountTokenPath: '' };
+    const files = {
+      caCert: join(dir, 'ca.crt'),
+      agentCert: join(dir, 'tls.crt'),
+      agentKey: join(dir, 'tls.key'),
+      serviceAccountTokenPath: '',
+    };
     for (const f of [files.caCert, files.agentCert, files.agentKey]) writeFileSync(f, 'aaaa');
     const fp = new TlsFingerprint(files);
     const first = fp.current();
@@ -35,7 +40,12 @@ describe('TlsFingerprint', () => {
     generation('v1', 'one');
     symlinkSync('v1', join(dir, '..data'));
     for (const f of ['ca.crt', 'tls.crt', 'tls.key']) symlinkSync(join('..data', f), join(dir, f));
-    const fp = new TlsFingerprint({ caCert: join(dir, 'ca.crt'), agentCert: join(dir, 'tls.crt'), agentKey: join(dir, 'tls.key'), serviceAccountTokenPath: '' });
+    const fp = new TlsFingerprint({
+      caCert: join(dir, 'ca.crt'),
+      agentCert: join(dir, 'tls.crt'),
+      agentKey: join(dir, 'tls.key'),
+      serviceAccountTokenPath: '',
+    });
     const first = fp.current();
     generation('v2', 'two');
     symlinkSync('v2', join(dir, '..data_tmp'));

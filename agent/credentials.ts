@@ -66,7 +66,16 @@ export function loadCredentials(files: CredentialFiles, server: string, host: st
   const cert = read(files.agentCert);
   const key = read(files.agentKey);
   const secureContext = createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined });
-  const tls = new ServerTls({ secureContext, server, host, alpn: files.alpnProto ?? [], caCert: files.caCert, caPem: ca, agentCert: files.agentCert, agentPem: cert });
+  const tls = new ServerTls({
+    secureContext,
+    server,
+    host,
+    alpn: files.alpnProto ?? [],
+    caCert: files.caCert,
+    caPem: ca,
+    agentCert: files.agentCert,
+    agentPem: cert,
+  });
   const tokenPath = files.serviceAccountTokenPath;
   return tokenPath ? { tls, authorization: () => `Bearer ${readBearerToken(tokenPath)}` } : { tls };
 }
@@ -86,7 +95,11 @@ export function tlsFilesProblem(files: CredentialFiles): string | undefined {
   return (
     attempt('ca-cert', files.caCert, (pem) => void parseCertificateBundle(pem)) ??
     attempt('agent-cert', files.agentCert, (pem) => void new X509Certificate(pem)) ??
-    attempt('agent-key', files.agentKey, (key) => void createSecureContext({ cert: readFileSync(files.agentCert), key })) ??
+    attempt(
+      'agent-key',
+      files.agentKey,
+      (key) => void createSecureContext({ cert: readFileSync(files.agentCert), key }),
+    ) ??
     attempt('service-account-token-path', files.serviceAccountTokenPath, (token) => {
       if (token.trim() === '') throw new Error('the token file is empty');
     })

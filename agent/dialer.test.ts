@@ -12,7 +12,11 @@ function listen(host = '127.0.0.1'): Promise<{ port: number; connections: () => 
     s.end();
   });
   servers.push(server);
-  return new Promise((resolve) => server.listen(0, host, () => resolve({ port: (server.address() as net.AddressInfo).port, connections: () => count })));
+  return new Promise((resolve) =>
+    server.listen(0, host, () =>
+      resolve({ port: (server.address() as net.AddressInfo).port, connections: () => count }),
+    ),
+  );
 }
 
 async function closedPort(): Promise<number> {
@@ -32,13 +36,18 @@ describe('dialTcp', () => {
 
   it('words a refusal like Go', async () => {
     const port = await closedPort();
-    await expect(dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).rejects.toMatchObject({ message: `dial tcp 127.0.0.1:${port}: connect: connection refused`, reason: 'refused' });
+    await expect(dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).rejects.toMatchObject({
+      message: `dial tcp 127.0.0.1:${port}: connect: connection refused`,
+      reason: 'refused',
+    });
   });
 
   it('times out with i/o timeout when the dial does not complete in time', async () => {
     const never = () => new Promise<string[]>(() => {});
     const started = Date.now();
-    await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({ reason: 'timeout' });
+    await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({
+      reason: 'timeout',
+    });
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
@@ -46,12 +55,18 @@ describe('dialTcp', () => {
     const fail = async () => {
       throw new Error('ENOTFOUND');
     };
-    await expect(dialTcp('nosuch.invalid:80', { timeoutMs: 1000, resolve: fail })).rejects.toMatchObject({ message: 'dial tcp: lookup nosuch.invalid: no such host', reason: 'unresolvable' });
+    await expect(dialTcp('nosuch.invalid:80', { timeoutMs: 1000, resolve: fail })).rejects.toMatchObject({
+      message: 'dial tcp: lookup nosuch.invalid: no such host',
+      reason: 'unresolvable',
+    });
   });
 
   it('refuses before any connection attempt when the authorizer says no', async () => {
     const { port, connections } = await listen('127.0.0.3');
-    const err = await dialTcp(`127.0.0.3:${port}`, { timeoutMs: 1000, authorize: (_h, ip) => `${ip} is not allowed` }).catch((e: DialError) => e);
+    const err = await dialTcp(`127.0.0.3:${port}`, {
+      timeoutMs: 1000,
+      authorize: (_h, ip) => `${ip} is not allowed`,
+    }).catch((e: DialError) => e);
     expect(err).toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed` });
     await new Promise((r) => setTimeout(r, 20));
     expect(connections()).toBe(0);
@@ -59,7 +74,11 @@ describe('dialTcp', () => {
 
   it('is cancelled while it resolves, while it connects, and before it starts', async () => {
     const lookingUp = new DialCancel();
-    const dial = dialTcp('slow.example:80', { timeoutMs: 5000, cancel: lookingUp, resolve: () => new Promise(() => {}) });
+    const dial = dialTcp('slow.example:80', {
+      timeoutMs: 5000,
+      cancel: lookingUp,
+      resolve: () => new Promise(() => {}),
+    });
     lookingUp.cancel();
     await expect(dial).rejects.toMatchObject({ reason: 'cancelled' });
 
@@ -74,7 +93,9 @@ describe('dialTcp', () => {
 
     const before = new DialCancel();
     before.cancel();
-    await expect(dialTcp('127.0.0.1:1', { timeoutMs: 1000, cancel: before })).rejects.toMatchObject({ reason: 'cancelled' });
+    await expect(dialTcp('127.0.0.1:1', { timeoutMs: 1000, cancel: before })).rejects.toMatchObject({
+      reason: 'cancelled',
+    });
   });
 
   it('hands reads of sharedReads sockets to their relay, and leaves other sockets emitting data', async () => {

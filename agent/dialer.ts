@@ -42,12 +42,16 @@ export interface DialOptions {
 }
 
 export class DialError extends Error {
-  constructor(message: string, readonly reason: 'timeout' | 'refused' | 'unresolvable' | 'denied' | 'cancelled' | 'unknown') {
+  constructor(
+    message: string,
+    readonly reason: 'timeout' | 'refused' | 'unresolvable' | 'denied' | 'cancelled' | 'unknown',
+  ) {
     super(message);
   }
 }
 
-const systemResolver: HostResolver = async (host) => (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+const systemResolver: HostResolver = async (host) =>
+  (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 export async function dialTcp(address: string, opts: DialOptions): Promise<net.Socket> {
   const target = splitHostPort(address);
@@ -57,7 +61,12 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
   if (net.isIP(target.host)) candidates = [target.host];
   else {
     try {
-      candidates = await withDeadline((opts.resolve ?? systemResolver)(target.host), deadline, target.host, opts.cancel);
+      candidates = await withDeadline(
+        (opts.resolve ?? systemResolver)(target.host),
+        deadline,
+        target.host,
+        opts.cancel,
+      );
     } catch (err) {
       if (err instanceof DialError) throw err;
       throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
@@ -121,16 +130,30 @@ function connect(ip: string, port: number, address: string, deadline: number, op
   const { cancel } = opts;
   return new Promise((resolve, reject) => {
     if (cancel?.cancelled) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
-    const socket: SharedReadSocket = net.connect({ host: ip, port, noDelay: true, ...(opts.sharedReads ? { onread: sharedReads } : {}) });
+    const socket: SharedReadSocket = net.connect({
+      host: ip,
+      port,
+      noDelay: true,
+      ...(opts.sharedReads ? { onread: sharedReads } : {}),
+    });
     if (opts.sharedReads) socket[readTarget] = [];
     const fail = (err: DialError) => {
       cleanup();
       socket.destroy();
       reject(err);
     };
-    const onError = (err: NodeJS.ErrnoException) => fail(new DialError(`dial tcp ${joinHostPort(ip, port)}: connect: ${describe(err)}`, err.code === 'ECONNREFUSED' ? 'refused' : 'unknown'));
+    const onError = (err: NodeJS.ErrnoException) =>
+      fail(
+        new DialError(
+          `dial tcp ${joinHostPort(ip, port)}: connect: ${describe(err)}`,
+          err.code === 'ECONNREFUSED' ? 'refused' : 'unknown',
+        ),
+      );
     const onAbort = () => fail(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
-    const timer = setTimeout(() => fail(new DialError(`dial tcp ${address}: i/o timeout`, 'timeout')), Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(
+      () => fail(new DialError(`dial tcp ${address}: i/o timeout`, 'timeout')),
+      Math.max(0, deadline - Date.now()),
+    );
     const cleanup = () => {
       clearTimeout(timer);
       socket.off('error', onError);
@@ -148,7 +171,10 @@ function connect(ip: string, port: number, address: string, deadline: number, op
 function withDeadline<T>(work: Promise<T>, deadline: number, host: string, cancel?: DialCancel): Promise<T> {
   return new Promise((resolve, reject) => {
     if (cancel?.cancelled) return reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
-    const timer = setTimeout(() => reject(new DialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')), Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(
+      () => reject(new DialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')),
+      Math.max(0, deadline - Date.now()),
+    );
     if (cancel) cancel.onCancel = () => reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
     work.then(resolve, reject).finally(() => {
       clearTimeout(timer);

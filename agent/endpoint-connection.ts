@@ -65,7 +65,12 @@ export class EndpointConnection implements BufferHolder {
     }
   };
 
-  constructor(readonly connectID: string, private readonly socket: Duplex, private readonly sink: PacketSink, private readonly opts: EndpointOptions) {
+  constructor(
+    readonly connectID: string,
+    private readonly socket: Duplex,
+    private readonly sink: PacketSink,
+    private readonly opts: EndpointOptions,
+  ) {
     opts.metrics.endpointCounts.open++;
     this.wireID = BigInt(connectID);
     opts.budget.register(this);
@@ -153,7 +158,11 @@ export class EndpointConnection implements BufferHolder {
   /** Closes a target that stopped reading, so it no longer holds the stream or memory. */
   closeStalled(): void {
     this.opts.metrics.bufferOverflows.inc();
-    this.finish(`target stopped reading: more than ${this.opts.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`, 'target stalled', true);
+    this.finish(
+      `target stopped reading: more than ${this.opts.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`,
+      'target stalled',
+      true,
+    );
   }
 
   /** The agent's buffer budget is exhausted and this target stopped reading: close it now. */
@@ -177,7 +186,10 @@ export class EndpointConnection implements BufferHolder {
   private finish(error: string | undefined, why: string, destroyNow = false): void {
     if (this.closed) return;
     this.markClosed(why);
-    this.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: this.connectID, ...(error ? { error } : {}) } });
+    this.sink.send({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: { connectID: this.connectID, ...(error ? { error } : {}) },
+    });
     if (destroyNow || this.socket.destroyed || this.socket.writableFinished) return this.destroy();
     // The final bytes get flushed, then the socket is released without waiting for the target to
     // close its side (the protocol has no half-close), and after `lingerMs` at most.

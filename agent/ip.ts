@@ -12,14 +12,18 @@ export function ipAddressBytes(address: string): Uint8Array {
   let tail: number[] = [];
   const lastColon = text.lastIndexOf(':');
   if (text.slice(lastColon + 1).includes('.')) {
-    tail = text.slice(lastColon + 1).split('.').map(Number);
+    tail = text
+      .slice(lastColon + 1)
+      .split('.')
+      .map(Number);
     text = `${text.slice(0, lastColon + 1)}0:0`;
   }
   const [head, rest] = text.split('::') as [string, string | undefined];
   const groups = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
   const left = groups(head);
   const right = groups(rest);
-  const all = rest === undefined ? left : [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
+  const all =
+    rest === undefined ? left : [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
   const bytes = new Uint8Array(16);
   all.forEach((g, i) => ((bytes[2 * i] = g >> 8), (bytes[2 * i + 1] = g & 0xff)));
   if (tail.length) bytes.set(tail, 12);

@@ -44,46 +44,146 @@ export class AgentMetrics {
    * prom-client child's inc() validates and hashes its labels on every call (a visible share of
    * the agent's CPU per packet).
    */
-  private readonly packetCounts: Record<Segment, number[]> = { from_agent: newPacketCounts(), to_agent: newPacketCounts() };
+  private readonly packetCounts: Record<Segment, number[]> = {
+    from_agent: newPacketCounts(),
+    to_agent: newPacketCounts(),
+  };
   private readonly byteCounts = { to_target: 0, from_target: 0 };
   /** Endpoint connections open, and closed but still flushing (changed per connection, read per scrape). */
   readonly endpointCounts = { open: 0, closing: 0 };
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.dialDuration = new Histogram({ name: `${goPrefix}dial_duration_seconds`, help: 'Latency of dial to the remote endpoint in seconds', buckets: latencyBuckets, registers });
-    this.dialFailures = new Counter({ name: `${goPrefix}endpoint_dial_failure_total`, help: 'Number of failures dialing the remote endpoint, by reason (timeout, refused, unresolvable, denied, unknown).', labelNames: ['reason'], registers });
-    this.openServerConnections = new Gauge({ name: `${goPrefix}open_server_connections`, help: 'Current number of open server connections.', registers });
-    this.knownServerCount = new Gauge({ name: `${goPrefix}known_server_count`, help: 'Current number of servers agent is trying to connect to.', registers });
+    this.dialDuration = new Histogram({
+      name: `${goPrefix}dial_duration_seconds`,
+      help: 'Latency of dial to the remote endpoint in seconds',
+      buckets: latencyBuckets,
+      registers,
+    });
+    this.dialFailures = new Counter({
+      name: `${goPrefix}endpoint_dial_failure_total`,
+      help: 'Number of failures dialing the remote endpoint, by reason (timeout, refused, unresolvable, denied, unknown).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.openServerConnections = new Gauge({
+      name: `${goPrefix}open_server_connections`,
+      help: 'Current number of open server connections.',
+      registers,
+    });
+    this.knownServerCount = new Gauge({
+      name: `${goPrefix}known_server_count`,
+      help: 'Current number of servers agent is trying to connect to.',
+      registers,
+    });
     const counts = this.endpointCounts;
-    this.openEndpointConnections = gaugeOf(registers, `${goPrefix}open_endpoint_connections`, 'Current number of open endpoint connections.', () => counts.open);
+    this.openEndpointConnections = gaugeOf(
+      registers,
+      `${goPrefix}open_endpoint_connections`,
+      'Current number of open endpoint connections.',
+      () => counts.open,
+    );
     const packetCounts = this.packetCounts;
     this.streamPackets = new Counter({
-      name: `${goPrefix}stream_packets_total`, help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).', labelNames: ['segment', 'packet_type'], registers,
+      name: `${goPrefix}stream_packets_total`,
+      help: 'Count of packets processed, by segment and packet type (example: from_agent, DIAL_REQ).',
+      labelNames: ['segment', 'packet_type'],
+      registers,
       collect() {
         this.reset();
         for (const segment of ['from_agent', 'to_agent'] as const) {
-          packetCounts[segment].forEach((n, slot) => n > 0 && this.inc({ segment, packet_type: slot === unknownTypeSlot ? 'UNKNOWN' : packetTypeName(slot) }, n));
+          packetCounts[segment].forEach(
+            (n, slot) =>
+              n > 0 &&
+              this.inc({ segment, packet_type: slot === unknownTypeSlot ? 'UNKNOWN' : packetTypeName(slot) }, n),
+          );
         }
       },
     });
-    this.streamErrors = new Counter({ name: `${goPrefix}stream_errors_total`, help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.', labelNames: ['segment', 'code', 'packet_type'], registers });
-    this.rejectedPackets = new Counter({ name: 'spoke_agent_rejected_packets_total', help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial): each is a server or protocol fault. A packet for a connection this agent closed moments ago is not one (see spoke_agent_late_packets_total).', labelNames: ['reason'], registers });
-    this.latePackets = new Counter({ name: 'spoke_agent_late_packets_total', help: 'Packets from the server for a connection or dial this agent had just closed (the ordinary race of both sides closing at once), by packet type (CLOSE_REQ, DATA, DIAL_CLS); answered as the Go agent does.', labelNames: ['type'], registers });
-    this.dialCancellations = new Counter({ name: 'spoke_agent_dial_cancellations_total', help: 'Pending dials cancelled by DIAL_CLS before they completed.', registers });
-    this.serverConnectAttempts = new Counter({ name: 'spoke_agent_server_connect_attempts_total', help: 'Attempts to open a stream to a proxy-server, by result (connected, duplicate, failed).', labelNames: ['result'], registers });
-    this.drains = new Counter({ name: 'spoke_agent_drains_sent_total', help: 'DRAIN packets sent to proxy-servers.', registers });
-    this.bufferHighWater = new Histogram({ name: 'spoke_agent_connection_buffer_high_water_bytes', help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.', buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20], registers });
-    this.bufferOverflows = new Counter({ name: 'spoke_agent_connection_buffer_overflows_total', help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.', registers });
-    this.closingEndpointConnections = gaugeOf(registers, 'spoke_agent_closing_endpoint_connections', 'Target sockets of closed connections not yet released: flushing their final bytes, for at most 1s.', () => counts.closing);
-    this.bufferedBytes = gaugeOf(registers, 'spoke_agent_buffered_bytes', 'Bytes waiting to be written to targets, across all connections (bounded by --max-total-buffer).', () => this.budget?.total ?? 0);
-    this.bufferBudgetBytes = gaugeOf(registers, 'spoke_agent_buffer_budget_bytes', 'The total of bytes that may wait for targets across all connections (--max-total-buffer, or its default from the container memory limit).', () => this.budget?.limit ?? 0);
-    this.bufferShed = new Counter({ name: 'spoke_agent_buffer_budget_shed_connections_total', help: 'Connections closed with an error because the buffer budget was exhausted and their target had stopped reading.', registers });
-    this.bufferShedBytes = new Counter({ name: 'spoke_agent_buffer_budget_shed_bytes_total', help: 'Bytes dropped with the connections the buffer budget closed.', registers });
-    this.bufferBrakes = new Counter({ name: 'spoke_agent_buffer_budget_brakes_total', help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.', registers });
+    this.streamErrors = new Counter({
+      name: `${goPrefix}stream_errors_total`,
+      help: 'Count of gRPC stream errors, by segment, grpc Code, packet type.',
+      labelNames: ['segment', 'code', 'packet_type'],
+      registers,
+    });
+    this.rejectedPackets = new Counter({
+      name: 'spoke_agent_rejected_packets_total',
+      help: 'Packets from the server that were logged and dropped, by reason (malformed, unexpected_type, unknown_connect_id, unknown_dial): each is a server or protocol fault. A packet for a connection this agent closed moments ago is not one (see spoke_agent_late_packets_total).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.latePackets = new Counter({
+      name: 'spoke_agent_late_packets_total',
+      help: 'Packets from the server for a connection or dial this agent had just closed (the ordinary race of both sides closing at once), by packet type (CLOSE_REQ, DATA, DIAL_CLS); answered as the Go agent does.',
+      labelNames: ['type'],
+      registers,
+    });
+    this.dialCancellations = new Counter({
+      name: 'spoke_agent_dial_cancellations_total',
+      help: 'Pending dials cancelled by DIAL_CLS before they completed.',
+      registers,
+    });
+    this.serverConnectAttempts = new Counter({
+      name: 'spoke_agent_server_connect_attempts_total',
+      help: 'Attempts to open a stream to a proxy-server, by result (connected, duplicate, failed).',
+      labelNames: ['result'],
+      registers,
+    });
+    this.drains = new Counter({
+      name: 'spoke_agent_drains_sent_total',
+      help: 'DRAIN packets sent to proxy-servers.',
+      registers,
+    });
+    this.bufferHighWater = new Histogram({
+      name: 'spoke_agent_connection_buffer_high_water_bytes',
+      help: 'Per connection, the most bytes ever waiting to be written to its target, observed when it closes.',
+      buckets: [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20],
+      registers,
+    });
+    this.bufferOverflows = new Counter({
+      name: 'spoke_agent_connection_buffer_overflows_total',
+      help: 'Connections closed because their target read slower than the hub sent and --max-connection-buffer was exceeded.',
+      registers,
+    });
+    this.closingEndpointConnections = gaugeOf(
+      registers,
+      'spoke_agent_closing_endpoint_connections',
+      'Target sockets of closed connections not yet released: flushing their final bytes, for at most 1s.',
+      () => counts.closing,
+    );
+    this.bufferedBytes = gaugeOf(
+      registers,
+      'spoke_agent_buffered_bytes',
+      'Bytes waiting to be written to targets, across all connections (bounded by --max-total-buffer).',
+      () => this.budget?.total ?? 0,
+    );
+    this.bufferBudgetBytes = gaugeOf(
+      registers,
+      'spoke_agent_buffer_budget_bytes',
+      'The total of bytes that may wait for targets across all connections (--max-total-buffer, or its default from the container memory limit).',
+      () => this.budget?.limit ?? 0,
+    );
+    this.bufferShed = new Counter({
+      name: 'spoke_agent_buffer_budget_shed_connections_total',
+      help: 'Connections closed with an error because the buffer budget was exhausted and their target had stopped reading.',
+      registers,
+    });
+    this.bufferShedBytes = new Counter({
+      name: 'spoke_agent_buffer_budget_shed_bytes_total',
+      help: 'Bytes dropped with the connections the buffer budget closed.',
+      registers,
+    });
+    this.bufferBrakes = new Counter({
+      name: 'spoke_agent_buffer_budget_brakes_total',
+      help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.',
+      registers,
+    });
     const byteCounts = this.byteCounts;
     this.bytes = new Counter({
-      name: 'spoke_agent_tunnel_bytes_total', help: 'Payload bytes carried, by direction (to_target, from_target).', labelNames: ['direction'], registers,
+      name: 'spoke_agent_tunnel_bytes_total',
+      help: 'Payload bytes carried, by direction (to_target, from_target).',
+      labelNames: ['direction'],
+      registers,
       collect() {
         this.reset();
         for (const [direction, n] of Object.entries(byteCounts)) this.inc({ direction }, n);

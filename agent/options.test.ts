@@ -5,7 +5,17 @@ import { agentFlags, validateAgentOptions } from './options.js';
 describe('agent flags', () => {
   it('keep the Go agent defaults', () => {
     const { values } = parseFlags(agentFlags, []);
-    expect(values).toMatchObject({ proxyServerHost: ['127.0.0.1'], proxyServerPort: 8091, syncInterval: 1000, syncIntervalCap: 10_000, probeInterval: 1000, healthServerPort: 8093, adminServerPort: 8094, xfrChannelSize: 150, dialTimeout: 5000 });
+    expect(values).toMatchObject({
+      proxyServerHost: ['127.0.0.1'],
+      proxyServerPort: 8091,
+      syncInterval: 1000,
+      syncIntervalCap: 10_000,
+      probeInterval: 1000,
+      healthServerPort: 8093,
+      adminServerPort: 8094,
+      xfrChannelSize: 150,
+      dialTimeout: 5000,
+    });
   });
   it('validate like the Go agent', () => {
     expect(() => parseFlags(agentFlags, ['--agent-identifiers=host=a&nope=b'])).toThrow(/unknown address type: nope/);
@@ -13,7 +23,9 @@ describe('agent flags', () => {
     expect(() => parseFlags(agentFlags, ['--proxy-server-port=0'])).toThrow(/--proxy-server-port/);
     expect(() => parseFlags(agentFlags, ['--ca-cert=/nonexistent/ca.crt'])).toThrow(/--ca-cert.*does not exist/);
     expect(() => parseFlags(agentFlags, ['--keepalive-time=10s'])).toThrow(/--keepalive-time/);
-    const ok = parseFlags(agentFlags, ['--agent-identifiers=host=cluster1&host=cluster1.ns&ipv4=1.2.3.4&default-route=true']).values;
+    const ok = parseFlags(agentFlags, [
+      '--agent-identifiers=host=cluster1&host=cluster1.ns&ipv4=1.2.3.4&default-route=true',
+    ]).values;
     expect(validateAgentOptions(ok)).toBeUndefined();
     expect(validateAgentOptions({ ...ok, syncInterval: 20_000 })).toMatch(/sync interval/);
     expect(parseFlags(agentFlags, [], { PROXY_AGENT_ID: 'from-env' }).values.agentID).toBe('from-env');

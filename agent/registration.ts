@@ -61,7 +61,11 @@ export class Registration {
   constructor(private readonly opts: RegistrationOptions) {
     this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
     this.tunnel = new Tunnel({
-      sink: { send: (p) => this.send(p), sendData: (id, payload) => this.sendData(id, payload), whenWritable: (resume) => this.writableWaiters.push(resume) },
+      sink: {
+        send: (p) => this.send(p),
+        sendData: (id, payload) => this.sendData(id, payload),
+        whenWritable: (resume) => this.writableWaiters.push(resume),
+      },
       dial: opts.dial,
       maxBuffer: opts.maxBuffer,
       budget: opts.budget,
@@ -163,7 +167,11 @@ export class Registration {
       // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
       const wait = this.tunnel.isIdle ? this.opts.quietMs - quietFor : left;
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.tunnel.isIdle ? new Promise<void>(() => {}) : this.tunnel.idle(), new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(wait, left)))), this.whenClosed()]);
+      await Promise.race([
+        this.tunnel.isIdle ? new Promise<void>(() => {}) : this.tunnel.idle(),
+        new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(wait, left)))),
+        this.whenClosed(),
+      ]);
       clearTimeout(timer);
     }
     this.close(reason, true);

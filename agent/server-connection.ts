@@ -95,7 +95,10 @@ export class ServerConnection extends EventEmitter {
     const one = (name: string): string => {
       const value = headers[name.toLowerCase()];
       const values = value === undefined ? [] : Array.isArray(value) ? value : [value];
-      if (values.length !== 1) throw new HandshakeError(`expected one ${name === Header.serverID ? 'server ID' : 'server count'} in the response headers, got ${values.length}`);
+      if (values.length !== 1)
+        throw new HandshakeError(
+          `expected one ${name === Header.serverID ? 'server ID' : 'server count'} in the response headers, got ${values.length}`,
+        );
       return values[0]!;
     };
     const id = one(Header.serverID);
@@ -142,12 +145,18 @@ export class ServerConnection extends EventEmitter {
           await reg.open(session);
         } catch (err) {
           failed.push(identifiers);
-          this.log.warn({ serverID: this.serverID, identifiers, error: (err as Error).message }, 'the proxy-server refused a stream for these names: retrying');
+          this.log.warn(
+            { serverID: this.serverID, identifiers, error: (err as Error).message },
+            'the proxy-server refused a stream for these names: retrying',
+          );
           return;
         } finally {
           this.opening.delete(identifiers);
         }
-        if (this.closed || this.drained || !this.wanted.includes(identifiers)) return this.closed ? reg.close('connection closed') : this.retireStream(reg, 'its names are no longer served');
+        if (this.closed || this.drained || !this.wanted.includes(identifiers))
+          return this.closed
+            ? reg.close('connection closed')
+            : this.retireStream(reg, 'its names are no longer served');
         this.groupStreams.set(identifiers, reg);
         this.log.debug({ serverID: this.serverID, identifiers }, 'registered names');
         reg.onClosed((reason) => {
@@ -206,7 +215,10 @@ export class ServerConnection extends EventEmitter {
     this.drained = true;
     clearTimeout(this.retryTimer);
     for (const reg of this.registrations()) reg.drain();
-    this.log.info({ serverID: this.serverID, streams: this.registrations().length }, 'draining the connection to the proxy-server');
+    this.log.info(
+      { serverID: this.serverID, streams: this.registrations().length },
+      'draining the connection to the proxy-server',
+    );
   }
 
   /**
@@ -218,7 +230,11 @@ export class ServerConnection extends EventEmitter {
     this.drain();
     const deadline = performance.now() + timeoutMs;
     const { primary } = this;
-    await Promise.all(this.registrations().filter((r) => r !== primary).map((r) => r.retire(timeoutMs, reason)));
+    await Promise.all(
+      this.registrations()
+        .filter((r) => r !== primary)
+        .map((r) => r.retire(timeoutMs, reason)),
+    );
     await primary?.retire(Math.max(0, deadline - performance.now()), reason);
     this.close(reason, true);
   }

@@ -40,7 +40,12 @@ export class ServerCount {
 
   /** Where the count comes from, for the log. */
   get origin(): 'header' | 'leases' | 'fallback' {
-    if (this.opts.countLeases && this.leases !== undefined && (this.opts.source !== 'max' || this.leases >= this.header)) return 'leases';
+    if (
+      this.opts.countLeases &&
+      this.leases !== undefined &&
+      (this.opts.source !== 'max' || this.leases >= this.header)
+    )
+      return 'leases';
     return this.header > 0 ? 'header' : 'fallback';
   }
 }

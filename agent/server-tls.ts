@@ -27,8 +27,21 @@ export interface ServerTlsOptions {
 const alertCode = /^ERR_SSL_(TLSV1|SSLV3|TLSV13)_ALERT_/;
 
 function summary(cert: PeerCertificate | X509Certificate): CertSummary {
-  if (cert instanceof X509Certificate) return { subject: distinguishedName(cert.subject), issuer: distinguishedName(cert.issuer), altNames: cert.subjectAltName, validFrom: cert.validFrom, validTo: cert.validTo };
-  return { subject: distinguishedName(cert.subject as never), issuer: distinguishedName(cert.issuer as never), altNames: cert.subjectaltname, validFrom: cert.valid_from, validTo: cert.valid_to };
+  if (cert instanceof X509Certificate)
+    return {
+      subject: distinguishedName(cert.subject),
+      issuer: distinguishedName(cert.issuer),
+      altNames: cert.subjectAltName,
+      validFrom: cert.validFrom,
+      validTo: cert.validTo,
+    };
+  return {
+    subject: distinguishedName(cert.subject as never),
+    issuer: distinguishedName(cert.issuer as never),
+    altNames: cert.subjectaltname,
+    validFrom: cert.valid_from,
+    validTo: cert.valid_to,
+  };
 }
 
 function certificates(pem: Buffer | null | undefined): X509Certificate[] {
@@ -56,20 +69,36 @@ export class ServerTls {
     return new Promise((resolve, reject) => {
       let connected = false;
       // Verification is ours (below), so the failure can name the certificate Node saw.
-      const tls = tlsConnect({ socket, secureContext: this.opts.secureContext, host, servername: tlsServerName(host), ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'], rejectUnauthorized: false }, () => {
-        connected = true;
-        if (!tls.authorized) {
-          reject(this.fail(String(tls.authorizationError), `certificate verification failed: ${String(tls.authorizationError)}`, tls.getPeerCertificate()));
-          tls.destroy();
-          return;
-        }
-        // A server that closes before its first HTTP/2 byte (a Node server refusing our client
-        // certificate) would leave only "closed the connection".
-        tls.once('close', () => {
-          if (tls.bytesRead === 0) this.fail(closedAfterHandshake, 'connection closed after the TLS handshake');
-        });
-        resolve(tls);
-      });
+      const tls = tlsConnect(
+        {
+          socket,
+          secureContext: this.opts.secureContext,
+          host,
+          servername: tlsServerName(host),
+          ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'],
+          rejectUnauthorized: false,
+        },
+        () => {
+          connected = true;
+          if (!tls.authorized) {
+            reject(
+              this.fail(
+                String(tls.authorizationError),
+                `certificate verification failed: ${String(tls.authorizationError)}`,
+                tls.getPeerCertificate(),
+              ),
+            );
+            tls.destroy();
+            return;
+          }
+          // A server that closes before its first HTTP/2 byte (a Node server refusing our client
+          // certificate) would leave only "closed the connection".
+          tls.once('close', () => {
+            if (tls.bytesRead === 0) this.fail(closedAfterHandshake, 'connection closed after the TLS handshake');
+          });
+          resolve(tls);
+        },
+      );
       // With TLS 1.3 the server checks our certificate after our side is done: its refusal then
       // arrives as an alert on the open socket.
       tls.on('error', (e: NodeJS.ErrnoException) => {
@@ -77,7 +106,8 @@ export class ServerTls {
         else if (e.code && alertCode.test(e.code)) this.fail(e.code, e.message);
         // A reset instead of a close, before any HTTP/2 byte: the same refusal, told before the
         // stream's error reaches the caller (the 'close' above comes after it).
-        else if (tls.bytesRead === 0 && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) this.fail(closedAfterHandshake, `connection reset after the TLS handshake (${e.code})`);
+        else if (tls.bytesRead === 0 && (e.code === 'ECONNRESET' || e.code === 'EPIPE'))
+          this.fail(closedAfterHandshake, `connection reset after the TLS handshake (${e.code})`);
       });
     });
   }

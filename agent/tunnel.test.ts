@@ -21,7 +21,16 @@ function sharedBudget(limit: number, stallMs: number): BufferBudget {
   return budget;
 }
 
-function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writable?: () => boolean; lingerMs?: number; budget?: BufferBudget } = {}) {
+function setup(
+  opts: {
+    dial?: Dial;
+    maxBuffer?: number;
+    stallMs?: number;
+    writable?: () => boolean;
+    lingerMs?: number;
+    budget?: BufferBudget;
+  } = {},
+) {
   const sent: OutPacket[] = [];
   const brakes: string[] = [];
   const resumers: Array<() => void> = [];
@@ -38,7 +47,10 @@ function setup(opts: { dial?: Dial; maxBuffer?: number; stallMs?: number; writab
   const tunnel = new Tunnel({
     sink: {
       send: (p) => (sent.push(p), opts.writable ? opts.writable() : true),
-      sendData: (id, payload) => (sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }), opts.writable ? opts.writable() : true),
+      sendData: (id, payload) => (
+        sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }),
+        opts.writable ? opts.writable() : true
+      ),
       whenWritable: (r) => resumers.push(r),
     },
     dial,
@@ -69,12 +81,19 @@ async function halfOpenTarget(): Promise<{ server: net.Server; accepted: Promise
 
 /** Rejected packets by reason and late packets by type. */
 async function counts(metrics: AgentMetrics) {
-  const by = async (c: AgentMetrics['rejectedPackets'] | AgentMetrics['latePackets'], label: string) => Object.fromEntries((await c.get()).values.map((v) => [(v.labels as Record<string, string>)[label], v.value]));
+  const by = async (c: AgentMetrics['rejectedPackets'] | AgentMetrics['latePackets'], label: string) =>
+    Object.fromEntries((await c.get()).values.map((v) => [(v.labels as Record<string, string>)[label], v.value]));
   return { rejected: await by(metrics.rejectedPackets, 'reason'), late: await by(metrics.latePackets, 'type') };
 }
 
-const dialReq = (random: string, address = '127.0.0.1:80', protocol = 'tcp'): Packet => ({ type: PacketType.DIAL_REQ, dialRequest: { random, address, protocol } });
-const data = (connectID: string, bytes: string): Packet => ({ type: PacketType.DATA, data: { connectID, data: Buffer.from(bytes), error: '' } });
+const dialReq = (random: string, address = '127.0.0.1:80', protocol = 'tcp'): Packet => ({
+  type: PacketType.DIAL_REQ,
+  dialRequest: { random, address, protocol },
+});
+const data = (connectID: string, bytes: string): Packet => ({
+  type: PacketType.DATA,
+  data: { connectID, data: Buffer.from(bytes), error: '' },
+});
 const closeReq = (connectID: string): Packet => ({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } });
 
 describe('Tunnel', () => {
@@ -82,7 +101,10 @@ describe('Tunnel', () => {
     const { tunnel, sent, targets } = setup();
     tunnel.handle(dialReq('9007199254740993'));
     await tick();
-    expect(sent[0]).toEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '9007199254740993', connectID: '1' } });
+    expect(sent[0]).toEqual({
+      type: PacketType.DIAL_RSP,
+      dialResponse: { random: '9007199254740993', connectID: '1' },
+    });
     const target = targets[0]!;
     const received: Buffer[] = [];
     target.on('data', (c: Buffer) => received.push(c));
@@ -105,7 +127,10 @@ describe('Tunnel', () => {
     tunnel.handle(dialReq('5'));
     tunnel.handle(dialReq('6'));
     await tick();
-    expect(sent).toContainEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '5', error: 'dial tcp 127.0.0.1:1: connect: connection refused' } });
+    expect(sent).toContainEqual({
+      type: PacketType.DIAL_RSP,
+      dialResponse: { random: '5', error: 'dial tcp 127.0.0.1:1: connect: connection refused' },
+    });
     expect(sent).toContainEqual({ type: PacketType.DIAL_RSP, dialResponse: { random: '6', connectID: '1' } });
   });
 
@@ -143,7 +168,7 @@ describe('Tunnel', () => {
     expect(await counts(metrics)).toEqual({ rejected: {}, late: { CLOSE_REQ: 1 } });
   });
 
-  it('the close race (target closes, then the hub\'s DATA and CLOSE_REQ arrive) is late, not rejected; an id never used still is', async () => {
+  it("the close race (target closes, then the hub's DATA and CLOSE_REQ arrive) is late, not rejected; an id never used still is", async () => {
     const { tunnel, sent, targets, metrics } = setup();
     tunnel.handle(dialReq('1'));
     await tick();
@@ -218,7 +243,10 @@ describe('Tunnel', () => {
     expect(Buffer.concat(got).toString()).toBe('still here');
     expect(sent).toHaveLength(1);
     const rejected = await metrics.rejectedPackets.get();
-    expect(Object.fromEntries(rejected.values.map((v) => [v.labels.reason, v.value]))).toEqual({ malformed: 2, unexpected_type: 2 });
+    expect(Object.fromEntries(rejected.values.map((v) => [v.labels.reason, v.value]))).toEqual({
+      malformed: 2,
+      unexpected_type: 2,
+    });
   });
 
   it('closes a connection whose target stopped reading once its budget is exceeded, without braking the stream', async () => {
@@ -231,7 +259,13 @@ describe('Tunnel', () => {
     for (let i = 0; i < 4; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
     await new Promise((r) => setTimeout(r, 40));
     for (let i = 0; i < 6; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
-    expect(sent).toContainEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: `target stopped reading: more than ${64 << 10} bytes buffered and none accepted for 30ms` } });
+    expect(sent).toContainEqual({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: {
+        connectID: '1',
+        error: `target stopped reading: more than ${64 << 10} bytes buffered and none accepted for 30ms`,
+      },
+    });
     expect(tunnel.connectionCount).toBe(1);
     expect(brakes).toEqual([]);
     expect((await metrics.bufferOverflows.get()).values[0]!.value).toBe(1);
@@ -259,7 +293,10 @@ describe('Tunnel', () => {
     expect(brakes).toEqual(['pause']);
     await new Promise((r) => setTimeout(r, 120));
     expect(brakes).toEqual(['pause', 'resume']);
-    expect(sent.at(-1)).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('target stopped reading') } });
+    expect(sent.at(-1)).toMatchObject({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: { connectID: '1', error: expect.stringContaining('target stopped reading') },
+    });
   });
 
   it('sheds the largest stopped target across streams when the agent budget is exhausted, and keeps the rest', async () => {
@@ -286,7 +323,12 @@ describe('Tunnel', () => {
       sentToReader++;
     }
     const closes = (t: typeof a) => t.sent.filter((p) => p.type === PacketType.CLOSE_RSP);
-    expect(closes(b)).toEqual([{ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') } }]);
+    expect(closes(b)).toEqual([
+      {
+        type: PacketType.CLOSE_RSP,
+        closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') },
+      },
+    ]);
     expect(closes(a)).toEqual([]);
     expect(b.tunnel.connectionCount).toBe(0);
     expect(a.tunnel.connectionCount).toBe(2);
@@ -308,8 +350,14 @@ describe('Tunnel', () => {
     for (let i = 0; i < 20; i++) a.tunnel.handle(data('1', 'x'.repeat(16 << 10)));
     expect([a.brakes, b.brakes]).toEqual([['pause'], ['pause']]);
     await waitUntil(() => a.sent.at(-1)?.type === PacketType.CLOSE_RSP, 5000, 'the stopped target to be shed');
-    expect(a.sent.at(-1)).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') } });
-    expect([a.brakes, b.brakes]).toEqual([['pause', 'resume'], ['pause', 'resume']]);
+    expect(a.sent.at(-1)).toMatchObject({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') },
+    });
+    expect([a.brakes, b.brakes]).toEqual([
+      ['pause', 'resume'],
+      ['pause', 'resume'],
+    ]);
     expect(budget.total).toBe(0);
     expect((await a.metrics.bufferBrakes.get()).values[0]!.value).toBe(1);
   });
@@ -317,7 +365,10 @@ describe('Tunnel', () => {
   it('releases a target socket right after CLOSE_REQ once its final bytes are flushed, though the target keeps its side open', async () => {
     const { server, accepted } = await halfOpenTarget();
     const sockets: net.Socket[] = [];
-    const { tunnel, metrics } = setup({ lingerMs: undefined, dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!) });
+    const { tunnel, metrics } = setup({
+      lingerMs: undefined,
+      dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!),
+    });
     try {
       tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
       await waitUntil(() => tunnel.connectionCount === 1, 2000, 'the dial');
@@ -337,7 +388,10 @@ describe('Tunnel', () => {
   it('counts a closed socket whose target does not take its final bytes, and destroys it after the grace', async () => {
     const { server, accepted } = await halfOpenTarget();
     const sockets: net.Socket[] = [];
-    const { tunnel, metrics } = setup({ lingerMs: 300, dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!) });
+    const { tunnel, metrics } = setup({
+      lingerMs: 300,
+      dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!),
+    });
     const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;
     try {
       tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
@@ -380,6 +434,9 @@ describe('Tunnel', () => {
   it('refuses protocols other than tcp', () => {
     const { tunnel, sent } = setup();
     tunnel.handle(dialReq('3', '127.0.0.1:53', 'udp'));
-    expect(sent[0]).toMatchObject({ type: PacketType.DIAL_RSP, dialResponse: { random: '3', error: expect.stringContaining('unsupported protocol') } });
+    expect(sent[0]).toMatchObject({
+      type: PacketType.DIAL_RSP,
+      dialResponse: { random: '3', error: expect.stringContaining('unsupported protocol') },
+    });
   });
 });

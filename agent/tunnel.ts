@@ -97,7 +97,8 @@ export class Tunnel {
   }
 
   handle(packet: Packet | MalformedPacket): void {
-    if ('malformed' in packet) return this.reject('malformed', { error: packet.malformed }, 'malformed packet from server');
+    if ('malformed' in packet)
+      return this.reject('malformed', { error: packet.malformed }, 'malformed packet from server');
     this.opts.metrics.observePacket('to_agent', packet.type);
     switch (packet.type) {
       case PacketType.DIAL_REQ:
@@ -107,19 +108,37 @@ export class Tunnel {
         if (!packet.data) return this.reject('malformed', { type: 'DATA' }, 'packet without its payload');
         const conn = this.connections.get(packet.data.connectID);
         if (conn) return conn.write(packet.data.data);
-        if (this.closedConnections.has(packet.data.connectID)) this.late(PacketType.DATA, { connectID: packet.data.connectID });
-        else this.reject('unknown_connect_id', { connectID: packet.data.connectID, type: 'DATA' }, 'DATA for an unknown connectID');
+        if (this.closedConnections.has(packet.data.connectID))
+          this.late(PacketType.DATA, { connectID: packet.data.connectID });
+        else
+          this.reject(
+            'unknown_connect_id',
+            { connectID: packet.data.connectID, type: 'DATA' },
+            'DATA for an unknown connectID',
+          );
         // The Go agent's answer either way; the server ignores it for a connection it already closed.
-        this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.data.connectID, error: 'unrecognized connectID' } });
+        this.opts.sink.send({
+          type: PacketType.CLOSE_RSP,
+          closeResponse: { connectID: packet.data.connectID, error: 'unrecognized connectID' },
+        });
         return;
       }
       case PacketType.CLOSE_REQ: {
         if (!packet.closeRequest) return this.reject('malformed', { type: 'CLOSE_REQ' }, 'packet without its payload');
         const conn = this.connections.get(packet.closeRequest.connectID);
         if (conn) return conn.closeFromHub();
-        if (this.closedConnections.has(packet.closeRequest.connectID)) this.late(PacketType.CLOSE_REQ, { connectID: packet.closeRequest.connectID });
-        else this.reject('unknown_connect_id', { connectID: packet.closeRequest.connectID, type: 'CLOSE_REQ' }, 'CLOSE_REQ for an unknown connectID');
-        this.opts.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: packet.closeRequest.connectID, error: 'Unknown connectID' } });
+        if (this.closedConnections.has(packet.closeRequest.connectID))
+          this.late(PacketType.CLOSE_REQ, { connectID: packet.closeRequest.connectID });
+        else
+          this.reject(
+            'unknown_connect_id',
+            { connectID: packet.closeRequest.connectID, type: 'CLOSE_REQ' },
+            'CLOSE_REQ for an unknown connectID',
+          );
+        this.opts.sink.send({
+          type: PacketType.CLOSE_RSP,
+          closeResponse: { connectID: packet.closeRequest.connectID, error: 'Unknown connectID' },
+        });
         return;
       }
       case PacketType.DIAL_CLS: {
@@ -140,17 +159,25 @@ export class Tunnel {
         return;
       }
       default:
-        return this.reject('unexpected_type', { type: packetTypeName(packet.type) }, 'unexpected packet type from server');
+        return this.reject(
+          'unexpected_type',
+          { type: packetTypeName(packet.type) },
+          'unexpected packet type from server',
+        );
     }
   }
 
   private dial(random: string, address: string, protocol: string): void {
     if (protocol !== 'tcp') {
       this.opts.metrics.dialFailures.inc({ reason: 'unknown' });
-      this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: `dial ${protocol} ${address}: unsupported protocol (only tcp)` } });
+      this.opts.sink.send({
+        type: PacketType.DIAL_RSP,
+        dialResponse: { random, error: `dial ${protocol} ${address}: unsupported protocol (only tcp)` },
+      });
       return;
     }
-    if (this.pending.has(random)) return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
+    if (this.pending.has(random))
+      return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
     const cancel = new DialCancel();
     this.pending.set(random, cancel);
     const started = performance.now();
@@ -196,9 +223,12 @@ export class Tunnel {
     this.updatePause();
     // While paused, a target that stops reading altogether must not hold everyone else.
     const { stallMs } = this;
-    this.stallTimer = setInterval(() => {
-      for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
-    }, Math.max(10, stallMs / 4));
+    this.stallTimer = setInterval(
+      () => {
+        for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
+      },
+      Math.max(10, stallMs / 4),
+    );
   }
 
   private release(conn: EndpointConnection): void {

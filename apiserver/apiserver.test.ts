@@ -34,29 +34,55 @@ const frontProxy = [x509(frontProxyCa.issue('front-proxy-client', { client: true
 
 describe('parseAuthenticationConfig', () => {
   it('reads both bundles and the header names (lower-cased), and keeps the PEM for the TLS layer', () => {
-    expect(config.requestHeader).toMatchObject({ allowedNames: ['front-proxy-client'], usernameHeaders: ['x-remote-user'], uidHeaders: ['x-remote-uid'], groupHeaders: ['x-remote-group'], extraHeaderPrefixes: ['x-remote-extra-'] });
+    expect(config.requestHeader).toMatchObject({
+      allowedNames: ['front-proxy-client'],
+      usernameHeaders: ['x-remote-user'],
+      uidHeaders: ['x-remote-uid'],
+      groupHeaders: ['x-remote-group'],
+      extraHeaderPrefixes: ['x-remote-extra-'],
+    });
     expect(config.clientCa).toHaveLength(1);
     expect(config.caPem).toEqual([clientCa.cert, frontProxyCa.cert]);
   });
 
   it('leaves out what it cannot read and says why', () => {
-    const { config: c, problems } = parseAuthenticationConfig({ 'client-ca-file': 'garbage', 'requestheader-client-ca-file': frontProxyCa.cert, 'requestheader-allowed-names': '{"a":1}' });
+    const { config: c, problems } = parseAuthenticationConfig({
+      'client-ca-file': 'garbage',
+      'requestheader-client-ca-file': frontProxyCa.cert,
+      'requestheader-allowed-names': '{"a":1}',
+    });
     expect(c.clientCa).toBeUndefined();
     expect(c.requestHeader?.allowedNames).toEqual([]);
-    expect(problems).toEqual(['client-ca-file: no PEM certificate', 'requestheader-allowed-names: not a JSON array of strings', 'requestheader-username-headers: empty, so no request through the aggregator names a user']);
+    expect(problems).toEqual([
+      'client-ca-file: no PEM certificate',
+      'requestheader-allowed-names: not a JSON array of strings',
+      'requestheader-username-headers: empty, so no request through the aggregator names a user',
+    ]);
     expect(parseAuthenticationConfig(undefined)).toEqual({ config: { caPem: [], clientCa: undefined }, problems: [] });
   });
 });
 
 describe('authenticate', () => {
-  it('takes the user, every group and the extras from the front proxy\'s headers', () => {
-    const headers = { 'x-remote-user': ['alice'], 'x-remote-group': ['ops', 'a,b'], 'x-remote-extra-scopes%2fx': ['1', '2'], authorization: ['Bearer ignored'] };
-    expect(authenticate(config, { chain: frontProxy, headers }, now)).toEqual({ kind: 'user', method: 'front-proxy', user: { username: 'alice', groups: ['ops', 'a,b'], extra: { 'scopes/x': ['1', '2'] } } });
+  it("takes the user, every group and the extras from the front proxy's headers", () => {
+    const headers = {
+      'x-remote-user': ['alice'],
+      'x-remote-group': ['ops', 'a,b'],
+      'x-remote-extra-scopes%2fx': ['1', '2'],
+      authorization: ['Bearer ignored'],
+    };
+    expect(authenticate(config, { chain: frontProxy, headers }, now)).toEqual({
+      kind: 'user',
+      method: 'front-proxy',
+      user: { username: 'alice', groups: ['ops', 'a,b'], extra: { 'scopes/x': ['1', '2'] } },
+    });
   });
 
   it('takes the UID from requestheader-uid-headers when the ConfigMap names them, and only then', () => {
     const headers = { 'x-remote-user': ['alice'], 'x-remote-uid': ['', ' 1f2e-3d4c '] };
-    expect(authenticate(config, { chain: frontProxy, headers }, now)).toMatchObject({ kind: 'user', user: { username: 'alice', uid: '1f2e-3d4c' } });
+    expect(authenticate(config, { chain: frontProxy, headers }, now)).toMatchObject({
+      kind: 'user',
+      user: { username: 'alice', uid: '1f2e-3d4c' },
+    });
     const { 'requestheader-uid-headers': _, ...published128 } = data;
     const before133 = parseAuthenticationConfig(published128).config;
     expect(before133.requestHeader?.uidHeaders).toEqual([]);
@@ -67,28 +93,50 @@ describe('authenticate', () => {
   it('ignores identity headers on a request without the front-proxy certificate', () => {
     const headers = { 'x-remote-user': ['system:admin'], 'x-remote-group': ['system:masters'] };
     expect(authenticate(config, { chain: [], headers }, now)).toMatchObject({ kind: 'none' });
-    expect(authenticate(config, { chain: [], headers: { ...headers, authorization: ['Bearer t0k'] } }, now)).toEqual({ kind: 'token', token: 't0k' });
+    expect(authenticate(config, { chain: [], headers: { ...headers, authorization: ['Bearer t0k'] } }, now)).toEqual({
+      kind: 'token',
+      token: 't0k',
+    });
     const carol = [x509(clientCa.issue('carol', { client: true, organizations: ['ops', 'dev'] }).cert)];
-    expect(authenticate(config, { chain: carol, headers }, now)).toEqual({ kind: 'user', method: 'x509', user: { username: 'carol', groups: ['ops', 'dev'] } });
+    expect(authenticate(config, { chain: carol, headers }, now)).toEqual({
+      kind: 'user',
+      method: 'x509',
+      user: { username: 'carol', groups: ['ops', 'dev'] },
+    });
   });
 
   it('refuses a front-proxy CA certificate whose name is not allowed, and any name when the list is empty', () => {
     const other = [x509(frontProxyCa.issue('someone-else', { client: true }).cert)];
     const headers = { 'x-remote-user': ['alice'] };
-    expect(authenticate(config, { chain: other, headers }, now)).toEqual({ kind: 'none', reasons: ['front-proxy certificate "someone-else" is not in requestheader-allowed-names'] });
+    expect(authenticate(config, { chain: other, headers }, now)).toEqual({
+      kind: 'none',
+      reasons: ['front-proxy certificate "someone-else" is not in requestheader-allowed-names'],
+    });
     const open = parseAuthenticationConfig({ ...data, 'requestheader-allowed-names': '[]' }).config;
-    expect(authenticate(open, { chain: other, headers }, now)).toMatchObject({ kind: 'user', user: { username: 'alice' } });
+    expect(authenticate(open, { chain: other, headers }, now)).toMatchObject({
+      kind: 'user',
+      user: { username: 'alice' },
+    });
   });
 
   it('refuses certificates from another CA, and falls through when the front proxy names nobody', () => {
     const stranger = [x509(createCa('other').issue('front-proxy-client', { client: true }).cert)];
-    expect(authenticate(config, { chain: stranger, headers: { 'x-remote-user': ['alice'] } }, now)).toEqual({ kind: 'none', reasons: ['client certificate does not chain to requestheader-client-ca-file or client-ca-file'] });
-    expect(authenticate(config, { chain: frontProxy, headers: {} }, now)).toMatchObject({ kind: 'none', reasons: ['front-proxy certificate "front-proxy-client" sent no x-remote-user header'] });
+    expect(authenticate(config, { chain: stranger, headers: { 'x-remote-user': ['alice'] } }, now)).toEqual({
+      kind: 'none',
+      reasons: ['client certificate does not chain to requestheader-client-ca-file or client-ca-file'],
+    });
+    expect(authenticate(config, { chain: frontProxy, headers: {} }, now)).toMatchObject({
+      kind: 'none',
+      reasons: ['front-proxy certificate "front-proxy-client" sent no x-remote-user header'],
+    });
   });
 
   it('adds system:authenticated once', () => {
     expect(withAuthenticatedGroup({ username: 'a' }).groups).toEqual(['system:authenticated']);
-    expect(withAuthenticatedGroup({ username: 'a', groups: ['system:authenticated', 'x'] }).groups).toEqual(['system:authenticated', 'x']);
+    expect(withAuthenticatedGroup({ username: 'a', groups: ['system:authenticated', 'x'] }).groups).toEqual([
+      'system:authenticated',
+      'x',
+    ]);
   });
 });
 
@@ -112,38 +160,71 @@ describe('requestAttributes', () => {
   const at = (method: string, path: string) => requestAttributes(method, new URL(path, 'https://x'));
   it('names resource requests as RequestInfo does, and everything else by path', () => {
     const gv = { group: 'dns.spoke-agent.io', version: 'v1alpha1' };
-    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/resolutions/cluster1?type=AAAA')).toEqual({ verb: 'get', ...gv, resource: 'resolutions', name: 'cluster1' });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/resolutions/cluster1?type=AAAA')).toEqual({
+      verb: 'get',
+      ...gv,
+      resource: 'resolutions',
+      name: 'cluster1',
+    });
     expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'list', ...gv, resource: 'rules' });
-    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/rules?watch=true')).toEqual({ verb: 'watch', ...gv, resource: 'rules' });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1/rules?watch=true')).toEqual({
+      verb: 'watch',
+      ...gv,
+      resource: 'rules',
+    });
     expect(at('POST', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'create', ...gv, resource: 'rules' });
-    expect(at('DELETE', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({ verb: 'deletecollection', ...gv, resource: 'rules' });
-    expect(at('PUT', '/apis/g/v/things/a/status')).toEqual({ verb: 'update', group: 'g', version: 'v', resource: 'things', name: 'a', subresource: 'status' });
-    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1')).toEqual({ verb: 'get', path: '/apis/dns.spoke-agent.io/v1alpha1' });
+    expect(at('DELETE', '/apis/dns.spoke-agent.io/v1alpha1/rules')).toEqual({
+      verb: 'deletecollection',
+      ...gv,
+      resource: 'rules',
+    });
+    expect(at('PUT', '/apis/g/v/things/a/status')).toEqual({
+      verb: 'update',
+      group: 'g',
+      version: 'v',
+      resource: 'things',
+      name: 'a',
+      subresource: 'status',
+    });
+    expect(at('GET', '/apis/dns.spoke-agent.io/v1alpha1')).toEqual({
+      verb: 'get',
+      path: '/apis/dns.spoke-agent.io/v1alpha1',
+    });
     expect(at('GET', '/apis')).toEqual({ verb: 'get', path: '/apis' });
     expect(at('GET', '/openapi/v2')).toEqual({ verb: 'get', path: '/openapi/v2' });
     expect(at('GET', '/apis/g/v/things/a%zz')).toMatchObject({ name: 'a%zz' });
   });
 
   it('words a 403 as the API server does', () => {
-    expect(forbiddenMessage('bob', { verb: 'get', path: '/apis' }, undefined)).toBe('forbidden: User "bob" cannot get path "/apis"');
-    expect(forbiddenMessage('bob', { verb: 'list', group: 'g', version: 'v', resource: 'rules' }, 'no')).toBe('rules.g is forbidden: User "bob" cannot list resource "rules" in API group "g" at the cluster scope: no');
+    expect(forbiddenMessage('bob', { verb: 'get', path: '/apis' }, undefined)).toBe(
+      'forbidden: User "bob" cannot get path "/apis"',
+    );
+    expect(forbiddenMessage('bob', { verb: 'list', group: 'g', version: 'v', resource: 'rules' }, 'no')).toBe(
+      'rules.g is forbidden: User "bob" cannot list resource "rules" in API group "g" at the cluster scope: no',
+    );
   });
 });
 
 describe('negotiate', () => {
   const v1 = { kind: 'table', apiVersion: 'meta.k8s.io/v1' };
   it('serves kubectl get a Table, anyone else plain JSON, and nothing else', () => {
-    const kubectlGet = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json';
+    const kubectlGet =
+      'application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json';
     expect(negotiate(kubectlGet, true)).toEqual(v1);
     expect(negotiate(kubectlGet, false)).toEqual({ kind: 'json' });
-    expect(negotiate('application/json;as=Table;v=v1beta1;g=meta.k8s.io', true)).toEqual({ kind: 'table', apiVersion: 'meta.k8s.io/v1beta1' });
+    expect(negotiate('application/json;as=Table;v=v1beta1;g=meta.k8s.io', true)).toEqual({
+      kind: 'table',
+      apiVersion: 'meta.k8s.io/v1beta1',
+    });
     expect(negotiate(undefined, true)).toEqual({ kind: 'json' });
     expect(negotiate('application/json, */*', true)).toEqual({ kind: 'json' });
     expect(negotiate('application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io', true)).toEqual(v1);
   });
 
   it('is 406 for aggregated discovery or protobuf alone (how the 1.28 aggregator falls back)', () => {
-    expect(negotiate('application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList', false)).toBeUndefined();
+    expect(
+      negotiate('application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList', false),
+    ).toBeUndefined();
     expect(negotiate('application/vnd.kubernetes.protobuf', true)).toBeUndefined();
     expect(negotiate('application/json;as=Table;v=v1;g=meta.k8s.io', false)).toBeUndefined();
     expect(negotiate('application/json;as=Table;v=v2;g=meta.k8s.io', true)).toBeUndefined();
@@ -153,33 +234,126 @@ describe('negotiate', () => {
 describe('tables', () => {
   it('prints ages as kubectl does', () => {
     const s = 1000;
-    expect([-5 * s, -1 * s, 0, 119 * s, 120 * s, 125 * s, 10 * 60 * s, 3 * 3600 * s, 3 * 3600 * s + 60 * s, 9 * 3600 * s, 50 * 3600 * s, 51 * 3600 * s, 30 * 86400 * s, 800 * 86400 * s, 3650 * 86400 * s].map(humanDuration)).toEqual(
-      ['<invalid>', '0s', '0s', '119s', '2m', '2m5s', '10m', '3h', '3h1m', '9h', '2d2h', '2d3h', '30d', '2y70d', '10y'],
-    );
-    expect([shortList([]), shortList(['a', 'b']), shortList(['a', 'b', 'c', 'd', 'e'])]).toEqual(['<none>', 'a,b', 'a,b,c + 2 more...']);
+    expect(
+      [
+        -5 * s,
+        -1 * s,
+        0,
+        119 * s,
+        120 * s,
+        125 * s,
+        10 * 60 * s,
+        3 * 3600 * s,
+        3 * 3600 * s + 60 * s,
+        9 * 3600 * s,
+        50 * 3600 * s,
+        51 * 3600 * s,
+        30 * 86400 * s,
+        800 * 86400 * s,
+        3650 * 86400 * s,
+      ].map(humanDuration),
+    ).toEqual([
+      '<invalid>',
+      '0s',
+      '0s',
+      '119s',
+      '2m',
+      '2m5s',
+      '10m',
+      '3h',
+      '3h1m',
+      '9h',
+      '2d2h',
+      '2d3h',
+      '30d',
+      '2y70d',
+      '10y',
+    ]);
+    expect([shortList([]), shortList(['a', 'b']), shortList(['a', 'b', 'c', 'd', 'e'])]).toEqual([
+      '<none>',
+      'a,b',
+      'a,b,c + 2 more...',
+    ]);
   });
 
   const now = Date.parse('2026-11-10T12:00:00Z');
-  const rule = { metadata: { name: 'search.default.cluster1', creationTimestamp: '2026-11-10T11:55:00Z' }, spec: { source: '--expose=default/search', kind: 'service' as const, names: ['search.default.cluster1', 'cluster-proxy-x'], target: { kind: 'fqdn' as const, fqdn: 'search.default.svc.cluster.local' } } };
+  const rule = {
+    metadata: { name: 'search.default.cluster1', creationTimestamp: '2026-11-10T11:55:00Z' },
+    spec: {
+      source: '--expose=default/search',
+      kind: 'service' as const,
+      names: ['search.default.cluster1', 'cluster-proxy-x'],
+      target: { kind: 'fqdn' as const, fqdn: 'search.default.svc.cluster.local' },
+    },
+  };
 
-  it('has the columns an operator reads first, more with -o wide (priority 1), and the row\'s metadata', () => {
-    const t = table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'Metadata', withColumns: true, now, resourceVersion: '7' });
+  it("has the columns an operator reads first, more with -o wide (priority 1), and the row's metadata", () => {
+    const t = table(ruleColumns, [rule], {
+      apiVersion: 'meta.k8s.io/v1',
+      includeObject: 'Metadata',
+      withColumns: true,
+      now,
+      resourceVersion: '7',
+    });
     expect(t).toMatchObject({ kind: 'Table', apiVersion: 'meta.k8s.io/v1', metadata: { resourceVersion: '7' } });
-    expect(t.columnDefinitions!.map((c) => `${c.name}/${c.priority}`)).toEqual(['Name/0', 'Kind/0', 'Names/0', 'Target/0', 'Source/0', 'Age/0', 'Wildcard/1']);
+    expect(t.columnDefinitions!.map((c) => `${c.name}/${c.priority}`)).toEqual([
+      'Name/0',
+      'Kind/0',
+      'Names/0',
+      'Target/0',
+      'Source/0',
+      'Age/0',
+      'Wildcard/1',
+    ]);
     expect(t.columnDefinitions![0]).toMatchObject({ type: 'string', format: 'name' });
     expect(t.rows).toEqual([
-      { cells: ['search.default.cluster1', 'service', 'search.default.cluster1,cluster-proxy-x', 'search.default.svc.cluster.local', '--expose=default/search', '5m', '<none>'], object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: rule.metadata } },
+      {
+        cells: [
+          'search.default.cluster1',
+          'service',
+          'search.default.cluster1,cluster-proxy-x',
+          'search.default.svc.cluster.local',
+          '--expose=default/search',
+          '5m',
+          '<none>',
+        ],
+        object: { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: rule.metadata },
+      },
     ]);
-    expect(table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'Object', withColumns: false, now }).rows[0]!.object).toBe(rule);
-    const bare = table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'None', withColumns: false, now });
+    expect(
+      table(ruleColumns, [rule], { apiVersion: 'meta.k8s.io/v1', includeObject: 'Object', withColumns: false, now })
+        .rows[0]!.object,
+    ).toBe(rule);
+    const bare = table(ruleColumns, [rule], {
+      apiVersion: 'meta.k8s.io/v1',
+      includeObject: 'None',
+      withColumns: false,
+      now,
+    });
     expect('columnDefinitions' in bare || 'object' in bare.rows[0]!).toBe(false);
-    expect(resolutionColumns.filter((c) => c.priority === 0).map((c) => c.name)).toEqual(['Name', 'Type', 'Action', 'Rule', 'Target', 'Rcode', 'Addresses']);
+    expect(resolutionColumns.filter((c) => c.priority === 0).map((c) => c.name)).toEqual([
+      'Name',
+      'Type',
+      'Action',
+      'Rule',
+      'Target',
+      'Rcode',
+      'Addresses',
+    ]);
   });
 
   it('shows a query\'s latency when it was timed, "cached" for an answers-cache hit', () => {
     const latency = queryColumns.find((c) => c.name === 'Latency')!;
-    const q = (status: object) => ({ metadata: { name: 'x-1' }, spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' }, status: { rcode: 'NOERROR', source: 'rule', cached: false, time: '', ...status } });
-    expect([latency.cell(q({ ms: 1.25 }), now), latency.cell(q({ cached: true }), now), latency.cell(q({ source: 'error' }), now)]).toEqual(['1.25ms', 'cached', '<none>']);
+    const q = (status: object) => ({
+      metadata: { name: 'x-1' },
+      spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' },
+      status: { rcode: 'NOERROR', source: 'rule', cached: false, time: '', ...status },
+    });
+    expect([
+      latency.cell(q({ ms: 1.25 }), now),
+      latency.cell(q({ cached: true }), now),
+      latency.cell(q({ source: 'error' }), now),
+    ]).toEqual(['1.25ms', 'cached', '<none>']);
   });
 });
 
@@ -198,10 +372,15 @@ describe('OpenAPI', () => {
   function conforms(dialect: 'v2' | 'v3', schema: Json, value: unknown, at: string): string[] {
     const s = resolve(dialect, schema);
     if (!s) return [`${at}: unresolved ${JSON.stringify(schema)}`];
-    if (Array.isArray(value)) return s.type === 'array' ? value.flatMap((v, i) => conforms(dialect, s.items, v, `${at}[${i}]`)) : [`${at}: array where ${s.type}`];
+    if (Array.isArray(value))
+      return s.type === 'array'
+        ? value.flatMap((v, i) => conforms(dialect, s.items, v, `${at}[${i}]`))
+        : [`${at}: array where ${s.type}`];
     if (value !== null && typeof value === 'object') {
       if (s.type !== 'object') return [`${at}: object where ${s.type}`];
-      const problems = (s.required ?? []).filter((k: string) => !(k in value)).map((k: string) => `${at}.${k}: required, missing`);
+      const problems = (s.required ?? [])
+        .filter((k: string) => !(k in value))
+        .map((k: string) => `${at}.${k}: required, missing`);
       for (const [k, v] of Object.entries(value)) {
         const field = s.properties?.[k];
         if (!field) problems.push(`${at}.${k}: not in the schema`);
@@ -210,17 +389,48 @@ describe('OpenAPI', () => {
       }
       return problems;
     }
-    const type = typeof value === 'number' ? (Number.isInteger(value) && s.type === 'integer' ? 'integer' : 'number') : typeof value;
+    const type =
+      typeof value === 'number'
+        ? Number.isInteger(value) && s.type === 'integer'
+          ? 'integer'
+          : 'number'
+        : typeof value;
     return type === s.type ? [] : [`${at}: ${type} where ${s.type}`];
   }
 
-  const rules = parseRules({ naming: { cluster: 'cluster1', agentNamespace: 'ns', clusterDomain: 'cluster.test' }, expose: ['default/search', 'prod/*'] });
+  const rules = parseRules({
+    naming: { cluster: 'cluster1', agentNamespace: 'ns', clusterDomain: 'cluster.test' },
+    expose: ['default/search', 'prod/*'],
+  });
   if (!rules.ok) throw new Error(rules.errors.join());
   const log = new QueryLog({ size: 4 });
   const msg = encodeQuery('search.default.cluster1', 1);
-  log.record(msg, (parseQuery(msg) as Query).nameEnd, 1, 0, 'udp', false, false, { source: 'rule', rule: '--expose=default/search', target: 't', answer: ['A 10.0.0.1'] }, { address: '10.0.0.9', port: 5 }, Date.now(), 0.2);
+  log.record(
+    msg,
+    (parseQuery(msg) as Query).nameEnd,
+    1,
+    0,
+    'udp',
+    false,
+    false,
+    { source: 'rule', rule: '--expose=default/search', target: 't', answer: ['A 10.0.0.1'] },
+    { address: '10.0.0.9', port: 5 },
+    Date.now(),
+    0.2,
+  );
   log.record(msg, 0, 0, 1, 'tcp', false, false, { source: 'error' }, { address: '10.0.0.9', port: 6 }, Date.now(), -1);
-  const explanation = { name: 'search.default.cluster1', type: 'A', action: 'rule' as const, rule: { source: '--expose=default/search', kind: 'service' }, target: 'search.default.svc.cluster.test', rcode: 'NOERROR', flags: ['qr', 'aa'], answer: [{ name: 'search.default.cluster1', type: 'CNAME', ttl: 5, data: 'search.default.svc.cluster.test' }], authority: [], ms: 0.5 };
+  const explanation = {
+    name: 'search.default.cluster1',
+    type: 'A',
+    action: 'rule' as const,
+    rule: { source: '--expose=default/search', kind: 'service' },
+    target: 'search.default.svc.cluster.test',
+    rcode: 'NOERROR',
+    flags: ['qr', 'aa'],
+    answer: [{ name: 'search.default.cluster1', type: 'CNAME', ttl: 5, data: 'search.default.svc.cluster.test' }],
+    authority: [],
+    ms: 0.5,
+  };
   const served = {
     [`io.spoke-agent.dns.v1alpha1.Resolution`]: [resolution(explanation)],
     [`io.spoke-agent.dns.v1alpha1.RuleList`]: [ruleList(new RuleHolder(rules.value))],
@@ -229,10 +439,18 @@ describe('OpenAPI', () => {
 
   it('describes every field of every object the API serves, in both documents', () => {
     for (const dialect of ['v3', 'v2'] as const) {
-      for (const [name, objects] of Object.entries(served)) for (const o of objects) expect(conforms(dialect, { $ref: `#/x/${name}` }, o, name), dialect).toEqual([]);
+      for (const [name, objects] of Object.entries(served))
+        for (const o of objects) expect(conforms(dialect, { $ref: `#/x/${name}` }, o, name), dialect).toEqual([]);
     }
     const q = served['io.spoke-agent.dns.v1alpha1.Query']![0]!;
-    expect(conforms('v3', { $ref: '#/x/io.spoke-agent.dns.v1alpha1.Query' }, { ...q, extra: 1, spec: { ...q.spec, clientPort: 'x' } }, 'q')).toEqual(['q.spec.clientPort: string where integer', 'q.extra: not in the schema']);
+    expect(
+      conforms(
+        'v3',
+        { $ref: '#/x/io.spoke-agent.dns.v1alpha1.Query' },
+        { ...q, extra: 1, spec: { ...q.spec, clientPort: 'x' } },
+        'q',
+      ),
+    ).toEqual(['q.spec.clientPort: string where integer', 'q.extra: not in the schema']);
   });
 
   it('ties each kind to its group, version and paths, as kubectl explain looks them up', () => {
@@ -243,24 +461,47 @@ describe('OpenAPI', () => {
     }
     const base = '/apis/dns.spoke-agent.io/v1alpha1';
     for (const doc of [v3, v2]) {
-      expect(Object.fromEntries(Object.entries(doc.paths as Json).map(([p, ops]) => [p, [ops.get['x-kubernetes-action'], ops.get['x-kubernetes-group-version-kind'].kind]]))).toEqual({
+      expect(
+        Object.fromEntries(
+          Object.entries(doc.paths as Json).map(([p, ops]) => [
+            p,
+            [ops.get['x-kubernetes-action'], ops.get['x-kubernetes-group-version-kind'].kind],
+          ]),
+        ),
+      ).toEqual({
         [`${base}/resolutions/{name}`]: ['get', 'Resolution'],
         [`${base}/rules`]: ['list', 'Rule'],
         [`${base}/queries`]: ['list', 'Query'],
         [`${base}/queries/{name}`]: ['get', 'Query'],
       });
     }
-    expect(v3.paths[`${base}/queries`].get.responses['200'].content['application/json'].schema).toEqual({ $ref: '#/components/schemas/io.spoke-agent.dns.v1alpha1.QueryList' });
-    expect(v2.paths[`${base}/queries`].get.responses['200'].schema).toEqual({ $ref: '#/definitions/io.spoke-agent.dns.v1alpha1.QueryList' });
+    expect(v3.paths[`${base}/queries`].get.responses['200'].content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/io.spoke-agent.dns.v1alpha1.QueryList',
+    });
+    expect(v2.paths[`${base}/queries`].get.responses['200'].schema).toEqual({
+      $ref: '#/definitions/io.spoke-agent.dns.v1alpha1.QueryList',
+    });
     // A described reference: v3 wraps it (siblings of $ref are ignored there), v2 keeps the sibling.
-    expect(schemas.v3['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({ description: expect.any(String), allOf: [{ $ref: '#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta' }] });
-    expect(schemas.v2['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({ $ref: '#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta', description: expect.any(String) });
+    expect(schemas.v3['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({
+      description: expect.any(String),
+      allOf: [{ $ref: '#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta' }],
+    });
+    expect(schemas.v2['io.spoke-agent.dns.v1alpha1.Query'].properties.metadata).toEqual({
+      $ref: '#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta',
+      description: expect.any(String),
+    });
   });
 
   it('publishes the v3 document under a hash of its content, with that hash as its ETag', () => {
     expect(v3).toMatchObject({ openapi: '3.0.0' });
     expect(v2).toMatchObject({ swagger: '2.0' });
-    expect(openApiV3Discovery()).toEqual({ paths: { 'apis/dns.spoke-agent.io/v1alpha1': { serverRelativeURL: `/openapi/v3/apis/dns.spoke-agent.io/v1alpha1?hash=${openApiV3().hash}` } } });
+    expect(openApiV3Discovery()).toEqual({
+      paths: {
+        'apis/dns.spoke-agent.io/v1alpha1': {
+          serverRelativeURL: `/openapi/v3/apis/dns.spoke-agent.io/v1alpha1?hash=${openApiV3().hash}`,
+        },
+      },
+    });
     expect(openApiV3().etag).toBe(`"${openApiV3().hash}"`);
     expect(openApiV3().hash).toMatch(/^[0-9A-F]{128}$/);
   });

@@ -21,10 +21,25 @@ export const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get
 
 export function requestAttributes(method: string, url: URL): AccessAttributes {
   const parts = url.pathname.split('/').filter((p) => p !== '');
-  if (parts[0] !== 'apis' || parts.length < 4 || parts.length > 6) return { verb: method.toLowerCase(), path: url.pathname };
-  const [, group, version, resource, name, subresource] = parts.map(decodeSegment) as [string, string, string, string, string?, string?];
+  if (parts[0] !== 'apis' || parts.length < 4 || parts.length > 6)
+    return { verb: method.toLowerCase(), path: url.pathname };
+  const [, group, version, resource, name, subresource] = parts.map(decodeSegment) as [
+    string,
+    string,
+    string,
+    string,
+    string?,
+    string?,
+  ];
   let verb = resourceVerbs[method] ?? method.toLowerCase();
   if (method === 'GET' || method === 'HEAD') verb = name === undefined ? (isWatch(url) ? 'watch' : 'list') : 'get';
   if (method === 'DELETE' && name === undefined) verb = 'deletecollection';
-  return { verb, group, version, resource, ...(name !== undefined ? { name } : {}), ...(subresource !== undefined ? { subresource } : {}) };
+  return {
+    verb,
+    group,
+    version,
+    resource,
+    ...(name !== undefined ? { name } : {}),
+    ...(subresource !== undefined ? { subresource } : {}),
+  };
 }

@@ -46,10 +46,14 @@ export class AuthenticationSource {
       items = (await listOf<V1ConfigMap>(opts.client, spec)).items;
     } catch (err) {
       const code = statusOf(err);
-      if (code === 401 || code === 403) throw new Error(`--api-server-port: cannot read the ConfigMap ${ref} (HTTP ${code}): ${rbacHint}`);
+      if (code === 401 || code === 403)
+        throw new Error(`--api-server-port: cannot read the ConfigMap ${ref} (HTTP ${code}): ${rbacHint}`);
       throw new Error(`--api-server-port: cannot read the ConfigMap ${ref}: ${describeApiError(err)}`);
     }
-    if (items.length === 0) throw new Error(`--api-server-port: the ConfigMap ${ref} does not exist: the API server publishes it at start (is this a Kubernetes API server?)`);
+    if (items.length === 0)
+      throw new Error(
+        `--api-server-port: the ConfigMap ${ref} does not exist: the API server publishes it at start (is this a Kubernetes API server?)`,
+      );
     return new AuthenticationSource(opts, items[0]!);
   }
 
@@ -64,7 +68,11 @@ export class AuthenticationSource {
       spec,
       onList: (items) => {
         // A deleted ConfigMap is a moment in a re-creation: keep trusting what was last published.
-        if (items.length === 0) return void this.opts.log.warn({ configmap: ref }, 'authentication ConfigMap deleted; keeping the last configuration');
+        if (items.length === 0)
+          return void this.opts.log.warn(
+            { configmap: ref },
+            'authentication ConfigMap deleted; keeping the last configuration',
+          );
         const data = JSON.stringify(items[0]!.data ?? {});
         if (data === this.data) return;
         this.data = data;
@@ -85,7 +93,12 @@ const spec = configMapSpec('authentication-configmap', authenticationConfigMap);
 
 function configFrom(cm: V1ConfigMap, log: Logger): AuthenticationConfig {
   const { config, problems } = parseAuthenticationConfig(cm.data);
-  if (problems.length) log.warn({ configmap: ref, problems }, 'parts of the authentication configuration are unusable and left out');
-  if (!config.requestHeader) log.warn({ configmap: ref }, 'no requestheader-client-ca-file: requests through the aggregation layer cannot be authenticated (kube-apiserver --requestheader-client-ca-file)');
+  if (problems.length)
+    log.warn({ configmap: ref, problems }, 'parts of the authentication configuration are unusable and left out');
+  if (!config.requestHeader)
+    log.warn(
+      { configmap: ref },
+      'no requestheader-client-ca-file: requests through the aggregation layer cannot be authenticated (kube-apiserver --requestheader-client-ca-file)',
+    );
   return config;
 }

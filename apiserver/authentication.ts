@@ -36,7 +36,10 @@ export interface AuthenticationConfig {
 }
 
 /** The configuration in the ConfigMap's data, and what was wrong with it (those parts are left out). */
-export function parseAuthenticationConfig(data: Record<string, string> | undefined): { config: AuthenticationConfig; problems: string[] } {
+export function parseAuthenticationConfig(data: Record<string, string> | undefined): {
+  config: AuthenticationConfig;
+  problems: string[];
+} {
   const problems: string[] = [];
   const config: AuthenticationConfig = { caPem: [] };
   const bundle = (key: string): X509Certificate[] | undefined => {
@@ -56,7 +59,8 @@ export function parseAuthenticationConfig(data: Record<string, string> | undefin
     if (text === undefined || text === '') return [];
     try {
       const value: unknown = JSON.parse(text);
-      if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw new Error('not a JSON array of strings');
+      if (!Array.isArray(value) || !value.every((v) => typeof v === 'string'))
+        throw new Error('not a JSON array of strings');
       return value.map((v: string) => (lower ? v.toLowerCase() : v)).filter((v) => v !== '');
     } catch (err) {
       problems.push(`${key}: ${(err as Error).message}`);
@@ -74,7 +78,8 @@ export function parseAuthenticationConfig(data: Record<string, string> | undefin
       groupHeaders: names('requestheader-group-headers', true),
       extraHeaderPrefixes: names('requestheader-extra-headers-prefix', true),
     };
-    if (config.requestHeader.usernameHeaders.length === 0) problems.push('requestheader-username-headers: empty, so no request through the aggregator names a user');
+    if (config.requestHeader.usernameHeaders.length === 0)
+      problems.push('requestheader-username-headers: empty, so no request through the aggregator names a user');
   }
   return { config, problems };
 }
@@ -91,9 +96,12 @@ export interface RequestCredentials {
   headers: Record<string, string[] | undefined>;
 }
 
-
 /** The first non-empty value of the first of `names` that has one. */
-const firstValue = (names: string[], headers: RequestCredentials['headers']) => names.map((h) => headers[h]?.find((v) => v.trim() !== '')).find((v) => v !== undefined)?.trim();
+const firstValue = (names: string[], headers: RequestCredentials['headers']) =>
+  names
+    .map((h) => headers[h]?.find((v) => v.trim() !== ''))
+    .find((v) => v !== undefined)
+    ?.trim();
 
 function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['headers']): UserInfo | undefined {
   const username = firstValue(rh.usernameHeaders, headers);
@@ -117,7 +125,8 @@ export function authenticate(config: AuthenticationConfig, request: RequestCrede
   const rh = config.requestHeader;
   if (leaf && rh && verifyClientChain(request.chain, rh.ca, now)) {
     const { commonName } = subjectNames(leaf);
-    if (rh.allowedNames.length > 0 && !rh.allowedNames.includes(commonName)) reasons.push(`front-proxy certificate "${commonName}" is not in requestheader-allowed-names`);
+    if (rh.allowedNames.length > 0 && !rh.allowedNames.includes(commonName))
+      reasons.push(`front-proxy certificate "${commonName}" is not in requestheader-allowed-names`);
     else {
       const user = fromHeaders(rh, request.headers);
       if (user) return { kind: 'user', method: 'front-proxy', user };
@@ -126,9 +135,11 @@ export function authenticate(config: AuthenticationConfig, request: RequestCrede
   }
   if (leaf && config.clientCa && verifyClientChain(request.chain, config.clientCa, now)) {
     const { commonName, organizations } = subjectNames(leaf);
-    if (commonName !== '') return { kind: 'user', method: 'x509', user: { username: commonName, groups: organizations } };
+    if (commonName !== '')
+      return { kind: 'user', method: 'x509', user: { username: commonName, groups: organizations } };
     reasons.push('client certificate has no common name');
-  } else if (leaf && !reasons.length) reasons.push('client certificate does not chain to requestheader-client-ca-file or client-ca-file');
+  } else if (leaf && !reasons.length)
+    reasons.push('client certificate does not chain to requestheader-client-ca-file or client-ca-file');
   const token = bearerToken(request.headers.authorization?.[0]);
   if (token !== undefined) return { kind: 'token', token };
   if (!leaf) reasons.push('no client certificate and no bearer token');

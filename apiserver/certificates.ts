@@ -11,13 +11,18 @@ const anyExtendedKeyUsage = '2.5.29.37.0';
 const maxDepth = 8;
 
 const validAt = (c: X509Certificate, now: Date) => new Date(c.validFrom) <= now && now <= new Date(c.validTo);
-const signedBy = (c: X509Certificate, issuer: X509Certificate) => issuer.ca && c.checkIssued(issuer) && c.verify(issuer.publicKey);
+const signedBy = (c: X509Certificate, issuer: X509Certificate) =>
+  issuer.ca && c.checkIssued(issuer) && c.verify(issuer.publicKey);
 
 /**
  * Whether `chain` (the leaf first, then what the client sent) leads to a certificate of `anchors`.
  * Pure: the same inputs always give the same answer.
  */
-export function verifyClientChain(chain: readonly X509Certificate[], anchors: readonly X509Certificate[], now: Date): boolean {
+export function verifyClientChain(
+  chain: readonly X509Certificate[],
+  anchors: readonly X509Certificate[],
+  now: Date,
+): boolean {
   const [leaf, ...intermediates] = chain;
   if (!leaf || anchors.length === 0) return false;
   const usages = leaf.keyUsage; // the extended key usages; undefined when the extension is absent

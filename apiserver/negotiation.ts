@@ -53,4 +53,7 @@ export function negotiate(accept: string | undefined, tables: boolean): Represen
 }
 
 /** The Content-Type of an answer in `r`. */
-export const contentType = (r: Representation) => (r.kind === 'table' ? `application/json;as=Table;v=${r.apiVersion.slice('meta.k8s.io/'.length)};g=meta.k8s.io` : 'application/json');
+export const contentType = (r: Representation) =>
+  r.kind === 'table'
+    ? `application/json;as=Table;v=${r.apiVersion.slice('meta.k8s.io/'.length)};g=meta.k8s.io`
+    : 'application/json';

@@ -16,10 +16,28 @@ export interface Status {
   details?: { name?: string; group?: string; kind?: string };
 }
 
-const reasons: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 405: 'MethodNotAllowed', 406: 'NotAcceptable', 500: 'InternalError', 503: 'ServiceUnavailable' };
+const reasons: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  406: 'NotAcceptable',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+};
 
 export function status(code: number, message: string, details?: Status['details']): Status {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: reasons[code] ?? 'Unknown', code, ...(details ? { details } : {}) };
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason: reasons[code] ?? 'Unknown',
+    code,
+    ...(details ? { details } : {}),
+  };
 }
 
 /** A metav1.Time: RFC 3339 in UTC, whole seconds. */

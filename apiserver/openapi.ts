@@ -18,9 +18,16 @@ const int = (description: string): Schema => ({ type: 'integer', format: 'int32'
 const num = (description: string): Schema => ({ type: 'number', format: 'double', description });
 const bool = (description: string): Schema => ({ type: 'boolean', description });
 const strings = (description: string): Schema => ({ type: 'array', items: { type: 'string' }, description });
-const object = (description: string, properties: Record<string, Schema>, required?: string[]): Schema => ({ type: 'object', description, properties, ...(required ? { required } : {}) });
+const object = (description: string, properties: Record<string, Schema>, required?: string[]): Schema => ({
+  type: 'object',
+  description,
+  properties,
+  ...(required ? { required } : {}),
+});
 const typeMeta = {
-  apiVersion: str('APIVersion defines the versioned schema of this representation of an object: dns.spoke-agent.io/v1alpha1.'),
+  apiVersion: str(
+    'APIVersion defines the versioned schema of this representation of an object: dns.spoke-agent.io/v1alpha1.',
+  ),
   kind: str('Kind is a string value representing the REST resource this object represents.'),
 };
 /** A kind the API serves: apiVersion and kind, then `properties`, tied to its group, version and kind. */
@@ -30,24 +37,48 @@ const kindSchema = (kind: string, description: string, properties: Record<string
 });
 
 const definitions: Record<string, Schema> = {
-  [`${meta}.ObjectMeta`]: object('ObjectMeta is metadata that all persisted resources must have; these objects have what is listed here.', {
-    name: str('Name of the object: for a resolution the name asked, for a rule the first name it serves, for a query `<log instance>-<seq>`.'),
-    creationTimestamp: str('When the object came to be, RFC 3339 in UTC: when the resolution was made, when the rule came into force, when the query arrived.', { format: 'date-time' }),
-    resourceVersion: str('For a query, its place in the agent\'s log (the same as its name); opaque.'),
-  }),
+  [`${meta}.ObjectMeta`]: object(
+    'ObjectMeta is metadata that all persisted resources must have; these objects have what is listed here.',
+    {
+      name: str(
+        'Name of the object: for a resolution the name asked, for a rule the first name it serves, for a query `<log instance>-<seq>`.',
+      ),
+      creationTimestamp: str(
+        'When the object came to be, RFC 3339 in UTC: when the resolution was made, when the rule came into force, when the query arrived.',
+        { format: 'date-time' },
+      ),
+      resourceVersion: str("For a query, its place in the agent's log (the same as its name); opaque."),
+    },
+  ),
   [`${meta}.ListMeta`]: object('ListMeta describes the list.', {
-    resourceVersion: str('The version of the list: for rules, the generation of the rule set; for queries, the newest entry of the log, from which a watch continues.'),
+    resourceVersion: str(
+      'The version of the list: for rules, the generation of the rule set; for queries, the newest entry of the log, from which a watch continues.',
+    ),
   }),
-  [`${prefix}.Resolution`]: kindSchema(resources.resolutions.kind, 'What the DNS server answers for a name, and why: a real query through the resolver, answered now.', {
-    metadata: ref(`${meta}.ObjectMeta`, 'Standard object metadata: the name is the name asked.'),
-    spec: ref(`${prefix}.ResolutionSpec`, 'What was asked.'),
-    status: ref(`${prefix}.ResolutionStatus`, 'What the DNS server answered, and why.'),
-  }),
-  [`${prefix}.ResolutionSpec`]: object('The question.', { name: str('The name asked.'), type: str('The query type (?type=, default A): A, AAAA, CNAME, TXT, HTTPS, TYPE65, ...') }, ['name', 'type']),
+  [`${prefix}.Resolution`]: kindSchema(
+    resources.resolutions.kind,
+    'What the DNS server answers for a name, and why: a real query through the resolver, answered now.',
+    {
+      metadata: ref(`${meta}.ObjectMeta`, 'Standard object metadata: the name is the name asked.'),
+      spec: ref(`${prefix}.ResolutionSpec`, 'What was asked.'),
+      status: ref(`${prefix}.ResolutionStatus`, 'What the DNS server answered, and why.'),
+    },
+  ),
+  [`${prefix}.ResolutionSpec`]: object(
+    'The question.',
+    {
+      name: str('The name asked.'),
+      type: str('The query type (?type=, default A): A, AAAA, CNAME, TXT, HTTPS, TYPE65, ...'),
+    },
+    ['name', 'type'],
+  ),
   [`${prefix}.ResolutionStatus`]: object(
     'The answer and its explanation.',
     {
-      action: str('What the server does with the name: rule (a rule answers), nxdomain (in the cluster zone, no rule), forward (to the upstream) or refused (no rule and --dns-forward=false).', { enum: ['rule', 'nxdomain', 'forward', 'refused'] }),
+      action: str(
+        'What the server does with the name: rule (a rule answers), nxdomain (in the cluster zone, no rule), forward (to the upstream) or refused (no rule and --dns-forward=false).',
+        { enum: ['rule', 'nxdomain', 'forward', 'refused'] },
+      ),
       reason: str('Why, in one sentence.'),
       rule: ref(`${prefix}.RuleRef`, 'The rule that matched, if one did.'),
       target: str('Where the rule sends the name: an in-cluster FQDN, or addresses.'),
@@ -56,33 +87,67 @@ const definitions: Record<string, Schema> = {
       addresses: strings('The A and AAAA records of the answer.'),
       flags: strings('The header flags of the answer: qr, aa, tc, rd, ra, ad, cd.'),
       answer: { type: 'array', items: ref(`${prefix}.Record`), description: 'The answer section.' },
-      authority: { type: 'array', items: ref(`${prefix}.Record`), description: 'The authority section (the SOA of a negative answer).' },
+      authority: {
+        type: 'array',
+        items: ref(`${prefix}.Record`),
+        description: 'The authority section (the SOA of a negative answer).',
+      },
       ms: num('How long the answer took, in milliseconds.'),
     },
     ['action', 'reason', 'rcode', 'cnameChain', 'addresses', 'flags', 'answer', 'authority', 'ms'],
   ),
-  [`${prefix}.RuleRef`]: object('A rule, by where it comes from.', { source: str('Where the rule comes from: a flag (--expose=default/search), a rules-file entry, the rules ConfigMap, an auto-exposed Service.'), kind: str('cluster, service, namespace or static.') }),
-  [`${prefix}.Record`]: object('A resource record in presentation form.', { name: str('The owner name.'), type: str('The record type.'), ttl: int('The TTL in seconds.'), data: str('The record data: an address, a target name, an SOA in short.') }),
-  [`${prefix}.RuleList`]: kindSchema(`${resources.rules.kind}List`, 'Every rule in force, and the naming context they were built in.', {
-    metadata: ref(`${meta}.ListMeta`, 'Standard list metadata.'),
-    naming: ref(`${prefix}.NamingContext`, 'The names the rules are built from.'),
-    items: { type: 'array', items: ref(`${prefix}.Rule`), description: 'The rules, in the order they are matched.' },
+  [`${prefix}.RuleRef`]: object('A rule, by where it comes from.', {
+    source: str(
+      'Where the rule comes from: a flag (--expose=default/search), a rules-file entry, the rules ConfigMap, an auto-exposed Service.',
+    ),
+    kind: str('cluster, service, namespace or static.'),
   }),
+  [`${prefix}.Record`]: object('A resource record in presentation form.', {
+    name: str('The owner name.'),
+    type: str('The record type.'),
+    ttl: int('The TTL in seconds.'),
+    data: str('The record data: an address, a target name, an SOA in short.'),
+  }),
+  [`${prefix}.RuleList`]: kindSchema(
+    `${resources.rules.kind}List`,
+    'Every rule in force, and the naming context they were built in.',
+    {
+      metadata: ref(`${meta}.ListMeta`, 'Standard list metadata.'),
+      naming: ref(`${prefix}.NamingContext`, 'The names the rules are built from.'),
+      items: { type: 'array', items: ref(`${prefix}.Rule`), description: 'The rules, in the order they are matched.' },
+    },
+  ),
   [`${prefix}.NamingContext`]: object('What the served names are built from.', {
-    cluster: str('--cluster-name: the name of this cluster on the hub, and the zone the DNS server is authoritative for.'),
+    cluster: str(
+      '--cluster-name: the name of this cluster on the hub, and the zone the DNS server is authoritative for.',
+    ),
     agentNamespace: str('--agent-namespace: <cluster>.<agent-namespace> is served too (empty: not).'),
     clusterDomain: str('--cluster-domain: targets are <service>.<namespace>.svc.<cluster-domain>.'),
   }),
-  [`${prefix}.Rule`]: kindSchema(resources.rules.kind, 'A rule: names the DNS server answers, and where it sends them.', {
-    metadata: ref(`${meta}.ObjectMeta`, 'Standard object metadata: named after the first name the rule serves (or its wildcard), created when it came into force.'),
-    spec: ref(`${prefix}.RuleSpec`, 'The rule.'),
-  }),
+  [`${prefix}.Rule`]: kindSchema(
+    resources.rules.kind,
+    'A rule: names the DNS server answers, and where it sends them.',
+    {
+      metadata: ref(
+        `${meta}.ObjectMeta`,
+        'Standard object metadata: named after the first name the rule serves (or its wildcard), created when it came into force.',
+      ),
+      spec: ref(`${prefix}.RuleSpec`, 'The rule.'),
+    },
+  ),
   [`${prefix}.RuleSpec`]: object(
     'What a rule serves.',
     {
-      source: str('Where the rule comes from: a flag, a rules-file entry, the rules ConfigMap, an auto-exposed Service.'),
-      kind: str('cluster (the cluster name itself), service (one Service), namespace (every Service of a namespace) or static (a name with fixed addresses or a target FQDN).', { enum: ['cluster', 'service', 'namespace', 'static'] }),
-      names: strings('The exact names the rule serves, lower-case (a Service rule also serves cluster-proxy\'s hashed name).'),
+      source: str(
+        'Where the rule comes from: a flag, a rules-file entry, the rules ConfigMap, an auto-exposed Service.',
+      ),
+      kind: str(
+        'cluster (the cluster name itself), service (one Service), namespace (every Service of a namespace) or static (a name with fixed addresses or a target FQDN).',
+        { enum: ['cluster', 'service', 'namespace', 'static'] },
+      ),
+      names: strings(
+        "The exact names the rule serves, lower-case (a Service rule also serves cluster-proxy's hashed name).",
+      ),
       wildcard: str('For a whole-namespace rule: *.<namespace>.<cluster>, any Service name in the * position.'),
       target: ref(`${prefix}.RuleTarget`, 'Where the names go.'),
     },
@@ -90,19 +155,30 @@ const definitions: Record<string, Schema> = {
   ),
   [`${prefix}.RuleTarget`]: object('An in-cluster FQDN (answered as a CNAME, then its records) or fixed addresses.', {
     kind: str('fqdn or ip.', { enum: ['fqdn', 'ip'] }),
-    fqdn: str('For kind fqdn: the name the rule\'s names answer as (for a whole-namespace rule, * is the Service asked).'),
+    fqdn: str(
+      "For kind fqdn: the name the rule's names answer as (for a whole-namespace rule, * is the Service asked).",
+    ),
     v4: strings('For kind ip: the IPv4 addresses.'),
     v6: strings('For kind ip: the IPv6 addresses.'),
   }),
-  [`${prefix}.Query`]: kindSchema(resources.queries.kind, 'One query a client sent the DNS server, and what it got: an entry of the live query log (--dns-query-log-size).', {
-    metadata: ref(`${meta}.ObjectMeta`, 'Standard object metadata: named <log instance>-<seq>, created when the query arrived.'),
-    spec: ref(`${prefix}.QuerySpec`, 'What the client asked.'),
-    status: ref(`${prefix}.QueryStatus`, 'What it got.'),
-  }),
+  [`${prefix}.Query`]: kindSchema(
+    resources.queries.kind,
+    'One query a client sent the DNS server, and what it got: an entry of the live query log (--dns-query-log-size).',
+    {
+      metadata: ref(
+        `${meta}.ObjectMeta`,
+        'Standard object metadata: named <log instance>-<seq>, created when the query arrived.',
+      ),
+      spec: ref(`${prefix}.QuerySpec`, 'What the client asked.'),
+      status: ref(`${prefix}.QueryStatus`, 'What it got.'),
+    },
+  ),
   [`${prefix}.QuerySpec`]: object(
     'The question and who asked it.',
     {
-      name: str('The name asked, as the client wrote it (case kept); empty when the question could not be read (FORMERR, NOTIMP).'),
+      name: str(
+        'The name asked, as the client wrote it (case kept); empty when the question could not be read (FORMERR, NOTIMP).',
+      ),
       type: str('The query type: A, AAAA, SRV, ...'),
       client: str('The address the query came from (an IPv4 client of an IPv6 socket as IPv4).'),
       clientPort: int('The port it came from.'),
@@ -114,21 +190,33 @@ const definitions: Record<string, Schema> = {
     'The answer.',
     {
       rcode: str('The response code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, ...'),
-      source: str('What answered: rule, zone (NXDOMAIN in the cluster zone), forward (the upstream) or error.', { enum: ['rule', 'zone', 'forward', 'error'] }),
+      source: str('What answered: rule, zone (NXDOMAIN in the cluster zone), forward (the upstream) or error.', {
+        enum: ['rule', 'zone', 'forward', 'error'],
+      }),
       rule: str('The rule that answered (its source), if one did.'),
-      target: str('The rule\'s target, or the upstream a forwarded query went to.'),
-      answer: strings('Our own answer\'s records in short form ("CNAME x.svc.cluster.local", "A 10.0.0.1"), or why it failed; forwarded answers are not decoded.'),
-      truncated: bool('The UDP answer was over the client\'s budget and went out truncated (TC): the client retries over TCP.'),
+      target: str("The rule's target, or the upstream a forwarded query went to."),
+      answer: strings(
+        'Our own answer\'s records in short form ("CNAME x.svc.cluster.local", "A 10.0.0.1"), or why it failed; forwarded answers are not decoded.',
+      ),
+      truncated: bool(
+        "The UDP answer was over the client's budget and went out truncated (TC): the client retries over TCP.",
+      ),
       cached: bool('Answered from the answers cache (our own answers, built from the rules).'),
-      ms: num('How long the answer took, in milliseconds, for answers that waited for something (building from the rules, the upstream); absent for those given at once (the answers cache, errors), which take microseconds and are not timed.'),
+      ms: num(
+        'How long the answer took, in milliseconds, for answers that waited for something (building from the rules, the upstream); absent for those given at once (the answers cache, errors), which take microseconds and are not timed.',
+      ),
       time: str('When the query arrived, RFC 3339 with milliseconds.', { format: 'date-time' }),
     },
     ['rcode', 'source', 'truncated', 'cached', 'time'],
   ),
-  [`${prefix}.QueryList`]: kindSchema(`${resources.queries.kind}List`, 'The most recent queries this agent answered, oldest first.', {
-    metadata: ref(`${meta}.ListMeta`, 'Standard list metadata: the resourceVersion to watch from.'),
-    items: { type: 'array', items: ref(`${prefix}.Query`), description: 'The queries.' },
-  }),
+  [`${prefix}.QueryList`]: kindSchema(
+    `${resources.queries.kind}List`,
+    'The most recent queries this agent answered, oldest first.',
+    {
+      metadata: ref(`${meta}.ListMeta`, 'Standard list metadata: the resourceVersion to watch from.'),
+      items: { type: 'array', items: ref(`${prefix}.Query`), description: 'The queries.' },
+    },
+  ),
 };
 
 type Dialect = 'v2' | 'v3';
@@ -152,11 +240,29 @@ interface Operation {
   action: 'get' | 'list';
   response: string;
   summary: string;
-  parameters: Array<{ name: string; in: 'path' | 'query'; description: string; type: 'string' | 'boolean' | 'integer'; required?: boolean }>;
+  parameters: Array<{
+    name: string;
+    in: 'path' | 'query';
+    description: string;
+    type: 'string' | 'boolean' | 'integer';
+    required?: boolean;
+  }>;
 }
 
-const name = { name: 'name', in: 'path' as const, description: 'Name of the object.', type: 'string' as const, required: true };
-const includeObject = { name: 'includeObject', in: 'query' as const, description: 'For a Table (Accept: application/json;as=Table;v=v1;g=meta.k8s.io): what each row carries, None, Metadata (the default) or Object.', type: 'string' as const };
+const name = {
+  name: 'name',
+  in: 'path' as const,
+  description: 'Name of the object.',
+  type: 'string' as const,
+  required: true,
+};
+const includeObject = {
+  name: 'includeObject',
+  in: 'query' as const,
+  description:
+    'For a Table (Accept: application/json;as=Table;v=v1;g=meta.k8s.io): what each row carries, None, Metadata (the default) or Object.',
+  type: 'string' as const,
+};
 const base = `/apis/${groupVersion}`;
 const operations: Operation[] = [
   {
@@ -165,9 +271,20 @@ const operations: Operation[] = [
     action: 'get',
     response: `${prefix}.Resolution`,
     summary: 'What the DNS server answers for a name, and why.',
-    parameters: [name, { name: 'type', in: 'query', description: 'The query type (default A).', type: 'string' }, includeObject],
+    parameters: [
+      name,
+      { name: 'type', in: 'query', description: 'The query type (default A).', type: 'string' },
+      includeObject,
+    ],
   },
-  { path: `${base}/${resources.rules.name}`, kind: resources.rules.kind, action: 'list', response: `${prefix}.RuleList`, summary: 'Every rule in force.', parameters: [includeObject] },
+  {
+    path: `${base}/${resources.rules.name}`,
+    kind: resources.rules.kind,
+    action: 'list',
+    response: `${prefix}.RuleList`,
+    summary: 'Every rule in force.',
+    parameters: [includeObject],
+  },
   {
     path: `${base}/${resources.queries.name}`,
     kind: resources.queries.kind,
@@ -175,18 +292,49 @@ const operations: Operation[] = [
     response: `${prefix}.QueryList`,
     summary: 'The most recent queries this agent answered, or a watch of them.',
     parameters: [
-      { name: 'fieldSelector', in: 'query', description: `Selects queries by field, FIELD=VALUE, FIELD==VALUE or FIELD!=VALUE joined by commas: ${selectableFields.join(', ')}.`, type: 'string' },
-      { name: 'watch', in: 'query', description: 'Stream new queries as ADDED events instead of listing.', type: 'boolean' },
-      { name: 'resourceVersion', in: 'query', description: 'For a watch: continue after this version of this log (a list\'s); unset or 0: everything held, then new queries; another log\'s: from now.', type: 'string' },
-      { name: 'timeoutSeconds', in: 'query', description: 'For a watch: end it after this many seconds (default 30 to 60 minutes).', type: 'integer' },
+      {
+        name: 'fieldSelector',
+        in: 'query',
+        description: `Selects queries by field, FIELD=VALUE, FIELD==VALUE or FIELD!=VALUE joined by commas: ${selectableFields.join(', ')}.`,
+        type: 'string',
+      },
+      {
+        name: 'watch',
+        in: 'query',
+        description: 'Stream new queries as ADDED events instead of listing.',
+        type: 'boolean',
+      },
+      {
+        name: 'resourceVersion',
+        in: 'query',
+        description:
+          "For a watch: continue after this version of this log (a list's); unset or 0: everything held, then new queries; another log's: from now.",
+        type: 'string',
+      },
+      {
+        name: 'timeoutSeconds',
+        in: 'query',
+        description: 'For a watch: end it after this many seconds (default 30 to 60 minutes).',
+        type: 'integer',
+      },
       includeObject,
     ],
   },
-  { path: `${base}/${resources.queries.name}/{name}`, kind: resources.queries.kind, action: 'get', response: `${prefix}.Query`, summary: 'One query, while the log holds it.', parameters: [name, includeObject] },
+  {
+    path: `${base}/${resources.queries.name}/{name}`,
+    kind: resources.queries.kind,
+    action: 'get',
+    response: `${prefix}.Query`,
+    summary: 'One query, while the log holds it.',
+    parameters: [name, includeObject],
+  },
 ];
 
 const operationId = (op: Operation) => `${op.action === 'get' ? 'read' : 'list'}DnsSpokeAgentIoV1alpha1${op.kind}`;
-const extensions = (op: Operation) => ({ 'x-kubernetes-action': op.action, 'x-kubernetes-group-version-kind': { group, kind: op.kind, version } });
+const extensions = (op: Operation) => ({
+  'x-kubernetes-action': op.action,
+  'x-kubernetes-group-version-kind': { group, kind: op.kind, version },
+});
 
 function swagger(): Schema {
   const paths: Record<string, Schema> = {};
@@ -200,7 +348,11 @@ function swagger(): Schema {
         schemes: ['https'],
         tags: [`dns_spoke_agent_io_${version}`],
         parameters: op.parameters.map((p) => ({ uniqueItems: true, ...p })),
-        responses: { 200: { description: 'OK', schema: ref(op.response) }, 401: { description: 'Unauthorized' }, 403: { description: 'Forbidden' } },
+        responses: {
+          200: { description: 'OK', schema: ref(op.response) },
+          401: { description: 'Unauthorized' },
+          403: { description: 'Forbidden' },
+        },
         ...extensions(op),
       },
     };
@@ -217,12 +369,19 @@ function openapi3(): Schema {
         description: op.summary,
         operationId: operationId(op),
         parameters: op.parameters.map(({ type, ...p }) => ({ ...p, schema: { type, uniqueItems: true } })),
-        responses: { 200: { description: 'OK', content: { 'application/json': { schema: ref(op.response) } } }, 401: { description: 'Unauthorized' }, 403: { description: 'Forbidden' } },
+        responses: {
+          200: { description: 'OK', content: { 'application/json': { schema: ref(op.response) } } },
+          401: { description: 'Unauthorized' },
+          403: { description: 'Forbidden' },
+        },
         ...extensions(op),
       },
     };
   }
-  return render({ openapi: '3.0.0', info: { title: group, version }, paths, components: { schemas: definitions } }, 'v3') as Schema;
+  return render(
+    { openapi: '3.0.0', info: { title: group, version }, paths, components: { schemas: definitions } },
+    'v3',
+  ) as Schema;
 }
 
 export interface OpenApiDocument {
@@ -249,4 +408,6 @@ export const openApiV3 = (): OpenApiDocument => (v3 ??= document(openapi3()));
 
 /** `/openapi/v3`: where the group-version's document is, with its hash (clients cache by it). */
 export const openApiV3Path = `/openapi/v3/apis/${groupVersion}`;
-export const openApiV3Discovery = () => ({ paths: { [`apis/${groupVersion}`]: { serverRelativeURL: `${openApiV3Path}?hash=${openApiV3().hash}` } } });
+export const openApiV3Discovery = () => ({
+  paths: { [`apis/${groupVersion}`]: { serverRelativeURL: `${openApiV3Path}?hash=${openApiV3().hash}` } },
+});

@@ -12,13 +12,24 @@ import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources
 import { contentType, negotiate, type Representation } from './negotiation.js';
 import { query, queryList, resolution, ruleList, status } from './objects.js';
 import { openApiV2, openApiV3, openApiV3Discovery, openApiV3Path } from './openapi.js';
-import { queryColumns, resolutionColumns, ruleColumns, table, type Column, type IncludeObject, type ObjectWithMeta, type TableOptions } from './tables.js';
+import {
+  queryColumns,
+  resolutionColumns,
+  ruleColumns,
+  table,
+  type Column,
+  type IncludeObject,
+  type ObjectWithMeta,
+  type TableOptions,
+} from './tables.js';
 
 /**
  * A JSON answer (`raw`: already serialized), or a watch the server streams. With an `etag`, a
  * request whose If-None-Match holds it gets 304.
  */
-export type Answer = { code: number; body?: unknown; raw?: string; contentType?: string; etag?: string } | { code: 200; watch: QueryStream };
+export type Answer =
+  | { code: number; body?: unknown; raw?: string; contentType?: string; etag?: string }
+  | { code: 200; watch: QueryStream };
 
 /** The request headers routes read. */
 export interface RouteHeaders {
@@ -31,27 +42,51 @@ export interface RouteDeps {
   holder: RuleHolder;
 }
 
-const notFound = (path: string): Answer => ({ code: 404, body: status(404, `the server could not find the requested resource (${path})`) });
-const onlyVerbs = (verbs: string[], what: string): Answer => ({ code: 405, body: status(405, `${what} supports only ${verbs.join(', ')}`) });
+const notFound = (path: string): Answer => ({
+  code: 404,
+  body: status(404, `the server could not find the requested resource (${path})`),
+});
+const onlyVerbs = (verbs: string[], what: string): Answer => ({
+  code: 405,
+  body: status(405, `${what} supports only ${verbs.join(', ')}`),
+});
 const notAcceptable = (accept: string | undefined, tables: boolean): Answer => ({
   code: 406,
-  body: status(406, `only application/json${tables ? ' and meta.k8s.io Tables (as=Table;v=v1;g=meta.k8s.io)' : ''} are served here (Accept: ${accept})`),
+  body: status(
+    406,
+    `only application/json${tables ? ' and meta.k8s.io Tables (as=Table;v=v1;g=meta.k8s.io)' : ''} are served here (Accept: ${accept})`,
+  ),
 });
 const includeObjects: readonly IncludeObject[] = ['None', 'Metadata', 'Object'];
 
 /** The Table options a request asks for, or the 400 for a bad `includeObject`. */
-function tableOptions(how: Extract<Representation, { kind: 'table' }>, url: URL): Omit<TableOptions, 'withColumns' | 'now'> | Answer {
+function tableOptions(
+  how: Extract<Representation, { kind: 'table' }>,
+  url: URL,
+): Omit<TableOptions, 'withColumns' | 'now'> | Answer {
   const includeObject = (url.searchParams.get('includeObject') ?? 'Metadata') as IncludeObject;
-  if (!includeObjects.includes(includeObject)) return { code: 400, body: status(400, `includeObject must be one of ${includeObjects.join(', ')}`) };
+  if (!includeObjects.includes(includeObject))
+    return { code: 400, body: status(400, `includeObject must be one of ${includeObjects.join(', ')}`) };
   return { apiVersion: how.apiVersion, includeObject };
 }
 
 /** The answer in the representation asked for: the object itself, or a Table of `rows` with `columns`. */
-function present<T extends ObjectWithMeta>(how: Representation, url: URL, body: unknown, columns: readonly Column<T>[], rows: readonly T[], resourceVersion?: string): Answer {
+function present<T extends ObjectWithMeta>(
+  how: Representation,
+  url: URL,
+  body: unknown,
+  columns: readonly Column<T>[],
+  rows: readonly T[],
+  resourceVersion?: string,
+): Answer {
   if (how.kind === 'json') return { code: 200, body };
   const options = tableOptions(how, url);
   if ('code' in options) return options;
-  return { code: 200, contentType: contentType(how), body: table(columns, rows, { ...options, withColumns: true, now: Date.now(), resourceVersion }) };
+  return {
+    code: 200,
+    contentType: contentType(how),
+    body: table(columns, rows, { ...options, withColumns: true, now: Date.now(), resourceVersion }),
+  };
 }
 
 const badRequest = (message: string): Answer => ({ code: 400, body: status(400, message) });
@@ -66,7 +101,15 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
     const asked = decodeSegment(name);
     const seq = log.seqOf(asked);
     const entry = seq === undefined ? undefined : log.get(seq);
-    if (!entry) return { code: 404, body: status(404, `${kind}.${group} "${asked}" not found (this agent's log holds ${log.version(log.oldest)} to ${log.version(log.last)})`, { name: asked, group, kind }) };
+    if (!entry)
+      return {
+        code: 404,
+        body: status(
+          404,
+          `${kind}.${group} "${asked}" not found (this agent's log holds ${log.version(log.oldest)} to ${log.version(log.last)})`,
+          { name: asked, group, kind },
+        ),
+      };
     const object = query(entry, log);
     return present(how, url, object, queryColumns, [object]);
   }
@@ -77,7 +120,8 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
     return present(how, url, list, queryColumns, list.items, list.metadata.resourceVersion);
   }
   const timeout = url.searchParams.get('timeoutSeconds');
-  if (timeout !== null && !/^\d+$/.test(timeout)) return badRequest(`timeoutSeconds must be a whole number of seconds, got "${timeout}"`);
+  if (timeout !== null && !/^\d+$/.test(timeout))
+    return badRequest(`timeoutSeconds must be a whole number of seconds, got "${timeout}"`);
   const options = how.kind === 'table' ? tableOptions(how, url) : undefined;
   if (options && 'code' in options) return options;
   const line = (e: QueryEntry, first: boolean) => {
@@ -86,7 +130,14 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
     const shown = options ? table(queryColumns, [object], { ...options, withColumns: first, now: Date.now() }) : object;
     return `${JSON.stringify({ type: 'ADDED', object: shown })}\n`;
   };
-  const watch: QueryStream = { log, after: log.watchAfter(url.searchParams.get('resourceVersion')), keep, line, contentType: 'application/json', timeoutMs: timeout === null ? defaultWatchMs() : Number(timeout) * 1000 };
+  const watch: QueryStream = {
+    log,
+    after: log.watchAfter(url.searchParams.get('resourceVersion')),
+    keep,
+    line,
+    contentType: 'application/json',
+    timeoutMs: timeout === null ? defaultWatchMs() : Number(timeout) * 1000,
+  };
   return { code: 200, watch };
 }
 
@@ -103,13 +154,23 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
   const accept = headers.accept;
   const read = method === 'GET' || method === 'HEAD';
   const path = url.pathname.replace(/\/$/, '');
-  if (path === '/openapi/v2' || path === '/openapi/v3' || path === openApiV3Path) return read ? openApi(path, headers) : onlyVerbs(['GET'], url.pathname);
-  const discovery = path === '/apis' ? apiGroupList : path === `/apis/${group}` ? apiGroup : path === `/apis/${groupVersion}` ? apiResourceList : undefined;
+  if (path === '/openapi/v2' || path === '/openapi/v3' || path === openApiV3Path)
+    return read ? openApi(path, headers) : onlyVerbs(['GET'], url.pathname);
+  const discovery =
+    path === '/apis'
+      ? apiGroupList
+      : path === `/apis/${group}`
+        ? apiGroup
+        : path === `/apis/${groupVersion}`
+          ? apiResourceList
+          : undefined;
   if (discovery) {
     if (!read) return onlyVerbs(['GET'], url.pathname);
     return negotiate(accept, false) ? { code: 200, body: discovery() } : notAcceptable(accept, false);
   }
-  const [resource, name, ...rest] = path.startsWith(`/apis/${groupVersion}/`) ? path.slice(`/apis/${groupVersion}/`.length).split('/') : [];
+  const [resource, name, ...rest] = path.startsWith(`/apis/${groupVersion}/`)
+    ? path.slice(`/apis/${groupVersion}/`.length).split('/')
+    : [];
   if (resource === undefined || rest.length > 0) return notFound(url.pathname);
   const how = negotiate(accept, true);
   switch (resource) {
@@ -121,7 +182,11 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       return present(how, url, list, ruleColumns, list.items, list.metadata.resourceVersion);
     }
     case resources.resolutions.name: {
-      if (name === undefined) return onlyVerbs(resources.resolutions.verbs, `${resources.resolutions.name} (ask for one name: ${resources.resolutions.name}/NAME[?type=AAAA])`);
+      if (name === undefined)
+        return onlyVerbs(
+          resources.resolutions.verbs,
+          `${resources.resolutions.name} (ask for one name: ${resources.resolutions.name}/NAME[?type=AAAA])`,
+        );
       if (!read) return onlyVerbs(resources.resolutions.verbs, resources.resolutions.name);
       if (!how) return notAcceptable(accept, true);
       const asked = decodeSegment(name);
@@ -129,7 +194,14 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       try {
         object = resolution(await explain(deps.resolver, asked, url.searchParams.get('type') ?? 'A'));
       } catch (err) {
-        return { code: 400, body: status(400, `${resources.resolutions.name} "${asked}": ${(err as Error).message}`, { name: asked, group, kind: resources.resolutions.name }) };
+        return {
+          code: 400,
+          body: status(400, `${resources.resolutions.name} "${asked}": ${(err as Error).message}`, {
+            name: asked,
+            group,
+            kind: resources.resolutions.name,
+          }),
+        };
       }
       return present(how, url, object, resolutionColumns, [object]);
     }
@@ -137,7 +209,14 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       if (!read) return onlyVerbs(resources.queries.verbs, resources.queries.name);
       if (!how) return notAcceptable(accept, true);
       const log = deps.resolver.queryLog;
-      if (!log) return { code: 404, body: status(404, `the query log is off on this agent (--dns-query-log-size=0)`, { group, kind: resources.queries.name }) };
+      if (!log)
+        return {
+          code: 404,
+          body: status(404, `the query log is off on this agent (--dns-query-log-size=0)`, {
+            group,
+            kind: resources.queries.name,
+          }),
+        };
       return queries(log, how, url, name);
     }
   }

@@ -14,7 +14,14 @@ import type { Registry } from 'prom-client';
 import { watchCredentialFolders, type CredentialWatch } from '../agent/credential-watch.js';
 import { TlsFingerprint } from '../agent/credentials.js';
 import { streamQueries } from '../dns/query-stream.js';
-import { authUnavailable, forbiddenMessage, tokenKey, type AccessAttributes, type Reviewer, type UserInfo } from '../kube/delegated-auth.js';
+import {
+  authUnavailable,
+  forbiddenMessage,
+  tokenKey,
+  type AccessAttributes,
+  type Reviewer,
+  type UserInfo,
+} from '../kube/delegated-auth.js';
 import { TtlCache } from '../kube/ttl-cache.js';
 import { closeServer, listenOn } from '../observability/listen.js';
 import type { Logger } from '../observability/log.js';
@@ -79,16 +86,24 @@ export class ApiServer {
     this.metrics = new ApiMetrics(opts.registry);
     this.users = new TtlCache({ ttlMs: reviewCache.tokenMs, now: opts.now });
     this.access = new TtlCache({ ttlMs: reviewCache.allowedMs, now: opts.now });
-    this.certFingerprint = new TlsFingerprint({ caCert: '', agentCert: opts.certFile, agentKey: opts.keyFile, serviceAccountTokenPath: '' });
+    this.certFingerprint = new TlsFingerprint({
+      caCert: '',
+      agentCert: opts.certFile,
+      agentKey: opts.keyFile,
+      serviceAccountTokenPath: '',
+    });
     this.appliedCert = this.certFingerprint.current();
     // The certificate is judged per request against the bundle that applies (authentication.ts).
-    this.server = https.createServer({ ...this.secureOptions(), requestCert: true, rejectUnauthorized: false }, (req, res) => {
-      this.handle(req, res).catch((err: unknown) => {
-        opts.log.error({ err, url: req.url }, 'API request failed');
-        if (!res.headersSent) this.send(req, res, { code: 500, body: status(500, 'internal error') }, 'none');
-        else res.end();
-      });
-    });
+    this.server = https.createServer(
+      { ...this.secureOptions(), requestCert: true, rejectUnauthorized: false },
+      (req, res) => {
+        this.handle(req, res).catch((err: unknown) => {
+          opts.log.error({ err, url: req.url }, 'API request failed');
+          if (!res.headersSent) this.send(req, res, { code: 500, body: status(500, 'internal error') }, 'none');
+          else res.end();
+        });
+      },
+    );
   }
 
   /** A new authentication configuration from the ConfigMap: new CA bundles and headers apply at once. */
@@ -98,7 +113,11 @@ export class ApiServer {
   }
 
   private secureOptions() {
-    return { cert: readFileSync(this.opts.certFile), key: readFileSync(this.opts.keyFile), ca: this.config.caPem.length ? this.config.caPem : undefined };
+    return {
+      cert: readFileSync(this.opts.certFile),
+      key: readFileSync(this.opts.keyFile),
+      ca: this.config.caPem.length ? this.config.caPem : undefined,
+    };
   }
 
   /** Applies a changed serving certificate; a half-written rotation is retried at the next check. */
@@ -118,29 +137,49 @@ export class ApiServer {
       this.appliedCert = fingerprint;
       return true;
     } catch (err) {
-      this.opts.log.warn({ cert: this.opts.certFile, error: (err as Error).message }, 'API serving certificate unreadable; keeping the one in use');
+      this.opts.log.warn(
+        { cert: this.opts.certFile, error: (err as Error).message },
+        'API serving certificate unreadable; keeping the one in use',
+      );
       return false;
     }
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://api');
-    const auth = authenticate(this.config, { chain: peerChain(req.socket as TLSSocket), headers: req.headersDistinct }, new Date());
+    const auth = authenticate(
+      this.config,
+      { chain: peerChain(req.socket as TLSSocket), headers: req.headersDistinct },
+      new Date(),
+    );
     const method = auth.kind === 'user' ? auth.method : auth.kind;
     let user: UserInfo | undefined;
     try {
       if (auth.kind === 'user') user = auth.user;
       else if (auth.kind === 'token') user = await this.tokenUser(auth.token);
       if (!user) {
-        this.opts.log.debug({ url: req.url, reasons: auth.kind === 'none' ? auth.reasons : ['token not accepted by TokenReview'] }, 'API request unauthenticated');
+        this.opts.log.debug(
+          { url: req.url, reasons: auth.kind === 'none' ? auth.reasons : ['token not accepted by TokenReview'] },
+          'API request unauthenticated',
+        );
         return this.send(req, res, { code: 401, body: status(401, 'Unauthorized') }, method);
       }
       user = withAuthenticatedGroup(user);
       const attributes = requestAttributes(req.method ?? 'GET', url);
       const { allowed, reason } = await this.authorize(user, attributes);
-      if (!allowed) return this.send(req, res, { code: 403, body: status(403, forbiddenMessage(user.username, attributes, reason)) }, method, user);
+      if (!allowed)
+        return this.send(
+          req,
+          res,
+          { code: 403, body: status(403, forbiddenMessage(user.username, attributes, reason)) },
+          method,
+          user,
+        );
     } catch (err) {
-      this.opts.log.error({ error: (err as Error).message, url: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
+      this.opts.log.error(
+        { error: (err as Error).message, url: req.url },
+        'delegated authentication failed: TokenReview or SubjectAccessReview did not answer',
+      );
       return this.send(req, res, { code: 503, body: status(503, authUnavailable) }, method);
     }
     this.send(req, res, await route(req.method ?? 'GET', url, req.headers, this.opts.routes), method, user);
@@ -165,9 +204,18 @@ export class ApiServer {
     return answer;
   }
 
-  private send(req: http.IncomingMessage, res: http.ServerResponse, answer: Answer, authentication: string, user?: UserInfo): void {
+  private send(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    answer: Answer,
+    authentication: string,
+    user?: UserInfo,
+  ): void {
     this.metrics.requests.inc({ code: String(answer.code), authentication });
-    this.opts.log.debug({ method: req.method, url: req.url, code: answer.code, authentication, user: user?.username }, 'API request');
+    this.opts.log.debug(
+      { method: req.method, url: req.url, code: answer.code, authentication, user: user?.username },
+      'API request',
+    );
     if ('watch' in answer) return streamQueries(res, answer.watch);
     const headers = { 'cache-control': 'no-cache, private', ...(answer.etag ? { etag: answer.etag } : {}) };
     if (answer.code === 304) return void res.writeHead(304, headers).end();

@@ -51,7 +51,8 @@ export function humanDuration(ms: number): string {
   if (seconds < 0) return '0s';
   if (seconds < 120) return `${seconds}s`;
   const minutes = Math.floor(seconds / 60);
-  const withRest = (whole: number, unit: string, rest: number, restUnit: string) => (rest === 0 ? `${whole}${unit}` : `${whole}${unit}${rest}${restUnit}`);
+  const withRest = (whole: number, unit: string, rest: number, restUnit: string) =>
+    rest === 0 ? `${whole}${unit}` : `${whole}${unit}${rest}${restUnit}`;
   if (minutes < 10) return withRest(minutes, 'm', seconds % 60, 's');
   if (minutes < 180) return `${minutes}m`;
   const hours = Math.floor(minutes / 60);
@@ -69,7 +70,8 @@ const nameColumn: Column<ObjectWithMeta> = {
   name: 'Name',
   type: 'string',
   format: 'name',
-  description: 'Name must be unique within a namespace (here: the cluster); see the resource for what it is named after.',
+  description:
+    'Name must be unique within a namespace (here: the cluster); see the resource for what it is named after.',
   priority: 0,
   cell: (o) => o.metadata.name,
 };
@@ -79,27 +81,98 @@ const ageColumn: Column<ObjectWithMeta> = {
   type: 'string',
   description: 'Time since the object was created (metadata.creationTimestamp).',
   priority: 0,
-  cell: (o, now) => (o.metadata.creationTimestamp ? humanDuration(now - Date.parse(o.metadata.creationTimestamp)) : '<unknown>'),
+  cell: (o, now) =>
+    o.metadata.creationTimestamp ? humanDuration(now - Date.parse(o.metadata.creationTimestamp)) : '<unknown>',
 };
 
 /** The fields of a Resolution that its columns read (apiserver/objects.ts builds it). */
 export interface ResolutionObject extends ObjectWithMeta {
   spec: { name: string; type: string };
-  status: { action: string; reason: string; rule?: { source: string }; target?: string; rcode: string; cnameChain: string[]; addresses: string[]; flags: string[]; ms: number };
+  status: {
+    action: string;
+    reason: string;
+    rule?: { source: string };
+    target?: string;
+    rcode: string;
+    cnameChain: string[];
+    addresses: string[];
+    flags: string[];
+    ms: number;
+  };
 }
 
 export const resolutionColumns: Column<ResolutionObject>[] = [
   nameColumn,
-  { name: 'Type', type: 'string', priority: 0, description: 'The query type asked (?type=, default A).', cell: (o) => o.spec.type },
-  { name: 'Action', type: 'string', priority: 0, description: 'What the DNS server does with the name: rule, nxdomain, forward or refused.', cell: (o) => o.status.action },
-  { name: 'Rule', type: 'string', priority: 0, description: 'The rule that matched (its source: a flag, a rules-file entry, a ConfigMap, a Service).', cell: (o) => orNone(o.status.rule?.source) },
-  { name: 'Target', type: 'string', priority: 0, description: 'Where the rule sends the name: an in-cluster FQDN or addresses.', cell: (o) => orNone(o.status.target) },
-  { name: 'Rcode', type: 'string', priority: 0, description: 'The response code of the answer.', cell: (o) => o.status.rcode },
-  { name: 'Addresses', type: 'string', priority: 0, description: 'The A and AAAA records of the answer.', cell: (o) => shortList(o.status.addresses) },
-  { name: 'CNAME Chain', type: 'string', priority: 1, description: 'The CNAME records of the answer, owner -> target.', cell: (o) => orNone(o.status.cnameChain.join(', ')) },
-  { name: 'Flags', type: 'string', priority: 1, description: 'The header flags of the answer.', cell: (o) => o.status.flags.join(' ') },
-  { name: 'Latency', type: 'string', priority: 1, description: 'How long the answer took, in milliseconds.', cell: (o) => `${o.status.ms}ms` },
-  { name: 'Reason', type: 'string', priority: 1, description: 'Why the server answers as it does, in one sentence.', cell: (o) => o.status.reason },
+  {
+    name: 'Type',
+    type: 'string',
+    priority: 0,
+    description: 'The query type asked (?type=, default A).',
+    cell: (o) => o.spec.type,
+  },
+  {
+    name: 'Action',
+    type: 'string',
+    priority: 0,
+    description: 'What the DNS server does with the name: rule, nxdomain, forward or refused.',
+    cell: (o) => o.status.action,
+  },
+  {
+    name: 'Rule',
+    type: 'string',
+    priority: 0,
+    description: 'The rule that matched (its source: a flag, a rules-file entry, a ConfigMap, a Service).',
+    cell: (o) => orNone(o.status.rule?.source),
+  },
+  {
+    name: 'Target',
+    type: 'string',
+    priority: 0,
+    description: 'Where the rule sends the name: an in-cluster FQDN or addresses.',
+    cell: (o) => orNone(o.status.target),
+  },
+  {
+    name: 'Rcode',
+    type: 'string',
+    priority: 0,
+    description: 'The response code of the answer.',
+    cell: (o) => o.status.rcode,
+  },
+  {
+    name: 'Addresses',
+    type: 'string',
+    priority: 0,
+    description: 'The A and AAAA records of the answer.',
+    cell: (o) => shortList(o.status.addresses),
+  },
+  {
+    name: 'CNAME Chain',
+    type: 'string',
+    priority: 1,
+    description: 'The CNAME records of the answer, owner -> target.',
+    cell: (o) => orNone(o.status.cnameChain.join(', ')),
+  },
+  {
+    name: 'Flags',
+    type: 'string',
+    priority: 1,
+    description: 'The header flags of the answer.',
+    cell: (o) => o.status.flags.join(' '),
+  },
+  {
+    name: 'Latency',
+    type: 'string',
+    priority: 1,
+    description: 'How long the answer took, in milliseconds.',
+    cell: (o) => `${o.status.ms}ms`,
+  },
+  {
+    name: 'Reason',
+    type: 'string',
+    priority: 1,
+    description: 'Why the server answers as it does, in one sentence.',
+    cell: (o) => o.status.reason,
+  },
 ];
 
 export interface RuleObject extends ObjectWithMeta {
@@ -108,45 +181,152 @@ export interface RuleObject extends ObjectWithMeta {
 
 export const ruleColumns: Column<RuleObject>[] = [
   nameColumn,
-  { name: 'Kind', type: 'string', priority: 0, description: 'cluster, service, namespace or static.', cell: (o) => o.spec.kind },
-  { name: 'Names', type: 'string', priority: 0, description: 'The names the rule serves (all of them in spec.names).', cell: (o) => shortList(o.spec.names) },
-  { name: 'Target', type: 'string', priority: 0, description: 'Where the rule sends its names: an in-cluster FQDN or addresses.', cell: (o) => targetText(o.spec.target) },
-  { name: 'Source', type: 'string', priority: 0, description: 'Where the rule comes from: a flag, a rules-file entry, a ConfigMap, a Service.', cell: (o) => o.spec.source },
+  {
+    name: 'Kind',
+    type: 'string',
+    priority: 0,
+    description: 'cluster, service, namespace or static.',
+    cell: (o) => o.spec.kind,
+  },
+  {
+    name: 'Names',
+    type: 'string',
+    priority: 0,
+    description: 'The names the rule serves (all of them in spec.names).',
+    cell: (o) => shortList(o.spec.names),
+  },
+  {
+    name: 'Target',
+    type: 'string',
+    priority: 0,
+    description: 'Where the rule sends its names: an in-cluster FQDN or addresses.',
+    cell: (o) => targetText(o.spec.target),
+  },
+  {
+    name: 'Source',
+    type: 'string',
+    priority: 0,
+    description: 'Where the rule comes from: a flag, a rules-file entry, a ConfigMap, a Service.',
+    cell: (o) => o.spec.source,
+  },
   ageColumn,
-  { name: 'Wildcard', type: 'string', priority: 1, description: 'For a whole-namespace rule, the names it matches by shape.', cell: (o) => orNone(o.spec.wildcard) },
+  {
+    name: 'Wildcard',
+    type: 'string',
+    priority: 1,
+    description: 'For a whole-namespace rule, the names it matches by shape.',
+    cell: (o) => orNone(o.spec.wildcard),
+  },
 ];
 
 /** The fields of a Query that its columns read (apiserver/objects.ts builds it). */
 export interface QueryObject extends ObjectWithMeta {
   spec: { name: string; type: string; client: string; clientPort: number; transport: string };
-  status: { rcode: string; source: string; rule?: string; target?: string; answer?: string[]; cached: boolean; ms?: number; time: string };
+  status: {
+    rcode: string;
+    source: string;
+    rule?: string;
+    target?: string;
+    answer?: string[];
+    cached: boolean;
+    ms?: number;
+    time: string;
+  };
 }
 
 export const queryColumns: Column<QueryObject>[] = [
   nameColumn,
-  { name: 'Query', type: 'string', priority: 0, description: 'The name asked, as the client wrote it.', cell: (o) => orNone(o.spec.name) },
+  {
+    name: 'Query',
+    type: 'string',
+    priority: 0,
+    description: 'The name asked, as the client wrote it.',
+    cell: (o) => orNone(o.spec.name),
+  },
   { name: 'Type', type: 'string', priority: 0, description: 'The query type.', cell: (o) => orNone(o.spec.type) },
-  { name: 'Client', type: 'string', priority: 0, description: 'The address the query came from.', cell: (o) => o.spec.client },
-  { name: 'Rcode', type: 'string', priority: 0, description: 'The response code of the answer.', cell: (o) => o.status.rcode },
-  { name: 'Rule', type: 'string', priority: 0, description: 'The rule that answered, if one did.', cell: (o) => orNone(o.status.rule) },
-  { name: 'Latency', type: 'string', priority: 0, description: 'How long the answer took; "cached" for answers from the answers cache (microseconds, not timed).', cell: (o) => (o.status.ms !== undefined ? `${o.status.ms}ms` : o.status.cached ? 'cached' : none) },
+  {
+    name: 'Client',
+    type: 'string',
+    priority: 0,
+    description: 'The address the query came from.',
+    cell: (o) => o.spec.client,
+  },
+  {
+    name: 'Rcode',
+    type: 'string',
+    priority: 0,
+    description: 'The response code of the answer.',
+    cell: (o) => o.status.rcode,
+  },
+  {
+    name: 'Rule',
+    type: 'string',
+    priority: 0,
+    description: 'The rule that answered, if one did.',
+    cell: (o) => orNone(o.status.rule),
+  },
+  {
+    name: 'Latency',
+    type: 'string',
+    priority: 0,
+    description: 'How long the answer took; "cached" for answers from the answers cache (microseconds, not timed).',
+    cell: (o) => (o.status.ms !== undefined ? `${o.status.ms}ms` : o.status.cached ? 'cached' : none),
+  },
   ageColumn,
   { name: 'Transport', type: 'string', priority: 1, description: 'udp or tcp.', cell: (o) => o.spec.transport },
-  { name: 'Source', type: 'string', priority: 1, description: 'What answered: rule, zone (NXDOMAIN in the cluster zone), forward or error.', cell: (o) => o.status.source },
-  { name: 'Target', type: 'string', priority: 1, description: 'The rule\'s target, or the upstream a forwarded query went to.', cell: (o) => orNone(o.status.target) },
-  { name: 'Answer', type: 'string', priority: 1, description: 'Our own answer\'s records (forwarded answers are not decoded).', cell: (o) => shortList(o.status.answer ?? []) },
-  { name: 'Time', type: 'string', priority: 1, description: 'When the query arrived, to the millisecond.', cell: (o) => o.status.time },
+  {
+    name: 'Source',
+    type: 'string',
+    priority: 1,
+    description: 'What answered: rule, zone (NXDOMAIN in the cluster zone), forward or error.',
+    cell: (o) => o.status.source,
+  },
+  {
+    name: 'Target',
+    type: 'string',
+    priority: 1,
+    description: "The rule's target, or the upstream a forwarded query went to.",
+    cell: (o) => orNone(o.status.target),
+  },
+  {
+    name: 'Answer',
+    type: 'string',
+    priority: 1,
+    description: "Our own answer's records (forwarded answers are not decoded).",
+    cell: (o) => shortList(o.status.answer ?? []),
+  },
+  {
+    name: 'Time',
+    type: 'string',
+    priority: 1,
+    description: 'When the query arrived, to the millisecond.',
+    cell: (o) => o.status.time,
+  },
 ];
 
 /** A Table of `objects` with `columns`. */
 export function table<T extends ObjectWithMeta>(columns: readonly Column<T>[], objects: readonly T[], o: TableOptions) {
   const rowObject = (obj: T) =>
-    o.includeObject === 'Object' ? obj : o.includeObject === 'Metadata' ? { kind: 'PartialObjectMetadata', apiVersion: o.apiVersion, metadata: obj.metadata } : undefined;
+    o.includeObject === 'Object'
+      ? obj
+      : o.includeObject === 'Metadata'
+        ? { kind: 'PartialObjectMetadata', apiVersion: o.apiVersion, metadata: obj.metadata }
+        : undefined;
   return {
     kind: 'Table',
     apiVersion: o.apiVersion,
     metadata: o.resourceVersion !== undefined ? { resourceVersion: o.resourceVersion } : {},
-    ...(o.withColumns ? { columnDefinitions: columns.map(({ name, type, format, description, priority }) => ({ name, type, format: format ?? '', description, priority })) } : {}),
+    ...(o.withColumns
+      ? {
+          columnDefinitions: columns.map(({ name, type, format, description, priority }) => ({
+            name,
+            type,
+            format: format ?? '',
+            description,
+            priority,
+          })),
+        }
+      : {}),
     rows: objects.map((obj) => {
       const object = rowObject(obj);
       return { cells: columns.map((c) => c.cell(obj, o.now)), ...(object ? { object } : {}) };

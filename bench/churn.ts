@@ -23,12 +23,22 @@ export async function runChurn(report: Report, pki: TestPki, targets: Targets, q
   const section = 'Dial/close churn';
   const [total, step, parallel] = quick ? [20_000, 5000, 16] : [100_000, 10_000, 16];
   const cgroup = memoryCgroup(limit, `spoke-agent-bench-${process.pid}`);
-  const where = typeof cgroup === 'string' ? `no memory cgroup (${cgroup}): the agent's heap is Node's default for this host` : `in a cgroup v${cgroup.version} memory limit of 256 MiB, as the DaemonSet`;
+  const where =
+    typeof cgroup === 'string'
+      ? `no memory cgroup (${cgroup}): the agent's heap is Node's default for this host`
+      : `in a cgroup v${cgroup.version} memory limit of 256 MiB, as the DaemonSet`;
   const hub = await startOurHub(pki, { plainFrontends: true });
   const agent = await startOurAgent(pki, hub, [], typeof cgroup === 'string' ? undefined : cgroup.wrap);
   const route = hubRoute('churn', pki, hub, 'http-connect');
   const one = Buffer.from('x');
-  const samples: Array<{ cycles: number; rss: number; anon: number; usage?: number; workingSet?: number; heap: number }> = [];
+  const samples: Array<{
+    cycles: number;
+    rss: number;
+    anon: number;
+    usage?: number;
+    workingSet?: number;
+    heap: number;
+  }> = [];
   const usage = () => (typeof cgroup === 'string' ? undefined : cgroup.usageBytes());
   const workingSet = () => (typeof cgroup === 'string' ? undefined : cgroup.workingSetBytes());
   const mib = (n: number | undefined) => (n === undefined ? '-' : (n / MiB).toFixed(1));
@@ -47,9 +57,18 @@ export async function runChurn(report: Report, pki: TestPki, targets: Targets, q
           if (done >= nextSample) {
             nextSample += step;
             const { rss, anon } = agent.proc.memory();
-            const sample = { cycles: done, rss, anon, usage: usage(), workingSet: workingSet(), heap: (await agent.heapUsed()) ?? 0 };
+            const sample = {
+              cycles: done,
+              rss,
+              anon,
+              usage: usage(),
+              workingSet: workingSet(),
+              heap: (await agent.heapUsed()) ?? 0,
+            };
             samples.push(sample);
-            console.log(`   ${sample.cycles} cycles: agent RSS ${mib(sample.rss)} MiB (anonymous ${mib(sample.anon)}), cgroup usage ${mib(sample.usage)} MiB (working set ${mib(sample.workingSet)}), heap used ${mib(sample.heap)} MiB, ${(done / ((performance.now() - started) / 1000)).toFixed(0)} cycles/s`);
+            console.log(
+              `   ${sample.cycles} cycles: agent RSS ${mib(sample.rss)} MiB (anonymous ${mib(sample.anon)}), cgroup usage ${mib(sample.usage)} MiB (working set ${mib(sample.workingSet)}), heap used ${mib(sample.heap)} MiB, ${(done / ((performance.now() - started) / 1000)).toFixed(0)} cycles/s`,
+            );
           }
         }
       }),
@@ -61,15 +80,48 @@ export async function runChurn(report: Report, pki: TestPki, targets: Targets, q
     // Flat: what it grows after the first step is within 10% (or 8 MiB) of where it stood then.
     const flat = growth <= Math.max(first.rss * 0.1, 8 * MiB);
     const k = (n: number) => `${n / 1000}k`;
-    report.add({ section, metric: `agent RSS after ${k(first.cycles)} dial/close cycles`, subject: 'ours', value: first.rss / MiB, unit: 'MiB', baseline: { subject: 'before the first cycle', value: rss0 / MiB }, note: where });
-    report.add({ section, metric: `agent peak RSS from ${k(first.cycles)} to ${k(last.cycles)} cycles`, subject: 'ours', value: peakAfterFirst / MiB, unit: 'MiB', baseline: { subject: `after ${k(first.cycles)}`, value: first.rss / MiB }, target: { text: 'flat (within 10% or 8 MiB)', met: flat } });
+    report.add({
+      section,
+      metric: `agent RSS after ${k(first.cycles)} dial/close cycles`,
+      subject: 'ours',
+      value: first.rss / MiB,
+      unit: 'MiB',
+      baseline: { subject: 'before the first cycle', value: rss0 / MiB },
+      note: where,
+    });
+    report.add({
+      section,
+      metric: `agent peak RSS from ${k(first.cycles)} to ${k(last.cycles)} cycles`,
+      subject: 'ours',
+      value: peakAfterFirst / MiB,
+      unit: 'MiB',
+      baseline: { subject: `after ${k(first.cycles)}`, value: first.rss / MiB },
+      target: { text: 'flat (within 10% or 8 MiB)', met: flat },
+    });
     // What the kubelet weighs against the request is the cgroup's working set (the shared pages of
     // the node binary are in RSS but charged elsewhere); without a cgroup, the anonymous memory.
     const held = last.workingSet ?? last.anon;
     const request = daemonSetRequest();
-    report.add({ section, metric: `agent memory after ${k(last.cycles)} cycles (${last.workingSet === undefined ? 'anonymous RSS' : 'cgroup working set'}) vs the DaemonSet memory request`, subject: 'ours', value: held / MiB, unit: 'MiB', baseline: { subject: 'memory request', value: request / MiB }, target: { text: 'within the request', met: held <= request } });
-    report.add({ section, metric: `agent heap used after ${k(last.cycles)} cycles`, subject: 'ours', value: last.heap / MiB, unit: 'MiB', baseline: { subject: `after ${k(first.cycles)}`, value: first.heap / MiB } });
-    report.note(`churn by cycles (RSS / anonymous / cgroup usage / working set, MiB): ${samples.map((s) => `${k(s.cycles)} ${mib(s.rss)}/${mib(s.anon)}/${mib(s.usage)}/${mib(s.workingSet)}`).join(', ')}${typeof cgroup === 'string' ? '' : `; cgroup peak ${mib(cgroup.peakBytes())} MiB, OOM kills ${cgroup.oomKills()}`}`);
+    report.add({
+      section,
+      metric: `agent memory after ${k(last.cycles)} cycles (${last.workingSet === undefined ? 'anonymous RSS' : 'cgroup working set'}) vs the DaemonSet memory request`,
+      subject: 'ours',
+      value: held / MiB,
+      unit: 'MiB',
+      baseline: { subject: 'memory request', value: request / MiB },
+      target: { text: 'within the request', met: held <= request },
+    });
+    report.add({
+      section,
+      metric: `agent heap used after ${k(last.cycles)} cycles`,
+      subject: 'ours',
+      value: last.heap / MiB,
+      unit: 'MiB',
+      baseline: { subject: `after ${k(first.cycles)}`, value: first.heap / MiB },
+    });
+    report.note(
+      `churn by cycles (RSS / anonymous / cgroup usage / working set, MiB): ${samples.map((s) => `${k(s.cycles)} ${mib(s.rss)}/${mib(s.anon)}/${mib(s.usage)}/${mib(s.workingSet)}`).join(', ')}${typeof cgroup === 'string' ? '' : `; cgroup peak ${mib(cgroup.peakBytes())} MiB, OOM kills ${cgroup.oomKills()}`}`,
+    );
   } finally {
     await agent.proc.stop();
     await hub.proc.stop();

@@ -43,7 +43,10 @@ const mixes = {
 } as const;
 type Mix = keyof typeof mixes;
 /** The in-cluster name a rewritten name answers with (what the rules do, for the reference servers). */
-const fqdn = (n: string) => (n === 'cluster1' || n === 'cluster1.agent-ns' ? 'kubernetes.default.svc.cluster.test' : n.replace(/\.cluster1$/, '.svc.cluster.test'));
+const fqdn = (n: string) =>
+  n === 'cluster1' || n === 'cluster1.agent-ns'
+    ? 'kubernetes.default.svc.cluster.test'
+    : n.replace(/\.cluster1$/, '.svc.cluster.test');
 /** dnsmasq lives in /usr/sbin, which a non-login root shell may not have on PATH. */
 const sbinEnv = { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` };
 
@@ -75,13 +78,42 @@ interface PerfResult {
   lost: number;
 }
 
-async function dnsperf(port: number, names: readonly string[], seconds: number, maxQps?: number, tcp = false): Promise<PerfResult> {
+async function dnsperf(
+  port: number,
+  names: readonly string[],
+  seconds: number,
+  maxQps?: number,
+  tcp = false,
+): Promise<PerfResult> {
   const file = join(tmpdir(), `bench-dnsperf-${process.pid}.txt`);
   writeFileSync(file, names.map((n) => `${n} A\n`).join(''));
-  const args = ['-s', '127.0.0.1', '-p', String(port), '-d', file, '-l', String(seconds), '-c', '4', '-T', '1', '-q', '200', '-t', '2', ...(maxQps ? ['-Q', String(maxQps)] : []), ...(tcp ? ['-m', 'tcp'] : [])];
+  const args = [
+    '-s',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-d',
+    file,
+    '-l',
+    String(seconds),
+    '-c',
+    '4',
+    '-T',
+    '1',
+    '-q',
+    '200',
+    '-t',
+    '2',
+    ...(maxQps ? ['-Q', String(maxQps)] : []),
+    ...(tcp ? ['-m', 'tcp'] : []),
+  ];
   const { stdout } = await run('dnsperf', args);
   const num = (re: RegExp) => Number(re.exec(stdout)?.[1] ?? NaN);
-  return { qps: num(/Queries per second:\s+([\d.]+)/), meanMs: num(/Average Latency \(s\):\s+([\d.]+)/) * 1000, lost: num(/Queries lost:\s+(\d+)/) };
+  return {
+    qps: num(/Queries per second:\s+([\d.]+)/),
+    meanMs: num(/Average Latency \(s\):\s+([\d.]+)/) * 1000,
+    lost: num(/Queries lost:\s+(\d+)/),
+  };
 }
 
 /** The naive baseline: dns2 parsing and encoding every message, answers from a Map. */
@@ -90,9 +122,14 @@ async function startNaive(): Promise<{ port: number; close: () => Promise<void> 
   const table = new Map<string, Answer>();
   const a = (name: string, address: string) => ({ name, type: Packet.TYPE.A, class: 1, ttl: 5, address });
   const cname = (name: string, domain: string) => ({ name, type: Packet.TYPE.CNAME, class: 1, ttl: 5, domain });
-  for (const n of mixes.rewritten) table.set(n, { rcode: 0, records: [cname(n, fqdn(n)), a(fqdn(n), upstreamZone[fqdn(n) as keyof typeof upstreamZone][0]!.address)] });
+  for (const n of mixes.rewritten)
+    table.set(n, {
+      rcode: 0,
+      records: [cname(n, fqdn(n)), a(fqdn(n), upstreamZone[fqdn(n) as keyof typeof upstreamZone][0]!.address)],
+    });
   for (const n of mixes['zone miss (NXDOMAIN)']) table.set(n, { rcode: Packet.RCODE.NXDOMAIN, records: [] });
-  for (const n of mixes.forwarded) table.set(n, { rcode: 0, records: [a(n, upstreamZone[n as keyof typeof upstreamZone][0]!.address)] });
+  for (const n of mixes.forwarded)
+    table.set(n, { rcode: 0, records: [a(n, upstreamZone[n as keyof typeof upstreamZone][0]!.address)] });
   const server = dns2.createServer({
     udp: true,
     handle: (request, send) => {
@@ -121,17 +158,32 @@ async function startDnsmasq(upstreamPort: number, ttl: number): Promise<{ port: 
   if (!ensureCommand('dnsmasq', 'dnsmasq-base')) return undefined;
   const port = await unusedPort();
   const args = [
-    '--keep-in-foreground', '--log-facility=-', '--pid-file=', '--conf-file=/dev/null', '--no-resolv', '--no-hosts',
-    `--port=${port}`, '--listen-address=127.0.0.1', '--bind-interfaces', '--cache-size=10000', `--local-ttl=${ttl}`,
-    `--server=127.0.0.1#${upstreamPort}`, '--local=/cluster1/',
+    '--keep-in-foreground',
+    '--log-facility=-',
+    '--pid-file=',
+    '--conf-file=/dev/null',
+    '--no-resolv',
+    '--no-hosts',
+    `--port=${port}`,
+    '--listen-address=127.0.0.1',
+    '--bind-interfaces',
+    '--cache-size=10000',
+    `--local-ttl=${ttl}`,
+    `--server=127.0.0.1#${upstreamPort}`,
+    '--local=/cluster1/',
     ...mixes.rewritten.map((n) => `--cname=${n},${fqdn(n)}`),
-    ...[...new Set(mixes.rewritten.map(fqdn))].map((f) => `--host-record=${f},${upstreamZone[f as keyof typeof upstreamZone][0]!.address}`),
+    ...[...new Set(mixes.rewritten.map(fqdn))].map(
+      (f) => `--host-record=${f},${upstreamZone[f as keyof typeof upstreamZone][0]!.address}`,
+    ),
   ];
   const proc = new Proc('dnsmasq', spawn('dnsmasq', args, { stdio: ['ignore', 'pipe', 'pipe'], env: sbinEnv }));
   // It logs "started" once it listens, or exits with the reason.
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), 5000);
-    proc.child.stderr!.on('data', (c: Buffer) => c.toString().includes('started') && (clearTimeout(timer), resolve(true)));
+    proc.child.stderr!.on(
+      'data',
+      (c: Buffer) => c.toString().includes('started') && (clearTimeout(timer), resolve(true)),
+    );
     proc.child.once('exit', () => (clearTimeout(timer), resolve(false)));
   });
   if (!started) {
@@ -151,16 +203,40 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
   const upstream = await startTestUpstream(upstreamZone);
   const rules = parseRules({ naming, expose: ['prod/web', 'default/*'] });
   if (!rules.ok) throw new Error(rules.errors.join('\n'));
-  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 60_000, dnsCacheSize: 10_000, dnsUpstreamTimeout: 2000, dnsQueryLogSize: 0 };
+  const values = {
+    dnsBindAddress: '127.0.0.1',
+    dnsPort: 0,
+    dnsUpstream: `127.0.0.1:${upstream.port}`,
+    dnsBatchedUdp: true,
+    dnsForward: true,
+    dnsTtl: 60_000,
+    dnsCacheSize: 10_000,
+    dnsUpstreamTimeout: 2000,
+    dnsQueryLogSize: 0,
+  };
   const ours = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
   // The same server on Node's dgram (--dns-batched-udp=false, or no native helper): what batching buys.
-  const ourDgram = await startDns({ ...values, dnsBatchedUdp: false }, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
+  const ourDgram = await startDns(
+    { ...values, dnsBatchedUdp: false },
+    new RuleHolder(rules.value),
+    new Registry(),
+    createLogger('silent'),
+  );
   // The same server with the query log on at its default size: what recording every query costs.
-  const logged = await startDns({ ...values, dnsQueryLogSize: dnsFlags.dnsQueryLogSize.default }, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
-  if (ours.server.udpKind !== 'batched') report.note('batched UDP not built here (see npm install\'s output): "ours" is served by dgram too');
+  const logged = await startDns(
+    { ...values, dnsQueryLogSize: dnsFlags.dnsQueryLogSize.default },
+    new RuleHolder(rules.value),
+    new Registry(),
+    createLogger('silent'),
+  );
+  if (ours.server.udpKind !== 'batched')
+    report.note('batched UDP not built here (see npm install\'s output): "ours" is served by dgram too');
   const naive = await startNaive();
   const dnsmasq = await startDnsmasq(upstream.port, 60);
-  if (!dnsmasq) report.note('dnsmasq reference skipped: dnsmasq missing and not root to install it (apt-get install dnsmasq-base), or it did not start');
+  if (!dnsmasq)
+    report.note(
+      'dnsmasq reference skipped: dnsmasq missing and not root to install it (apt-get install dnsmasq-base), or it did not start',
+    );
   try {
     for (const mix of Object.keys(mixes) as Mix[]) {
       const names = mixes[mix];
@@ -169,26 +245,73 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
       const base = await dnsperf(naive.port, names, seconds);
       const mine = await dnsperf(ours.listening.port, names, seconds);
       const lost = mine.lost ? `${mine.lost} lost` : undefined;
-      report.add({ section, metric: `${mix}: queries/s at saturation`, subject: 'ours', value: mine.qps, unit: 'q/s', baseline: { subject: 'naive dns2 + Map', value: base.qps }, target: mix === 'rewritten' ? { text: '>= 100k q/s', met: mine.qps >= 100_000 } : undefined, note: lost });
-      report.add({ section, metric: `${mix}: mean latency at saturation`, subject: 'ours', value: mine.meanMs, unit: 'ms', baseline: { subject: 'naive dns2 + Map', value: base.meanMs } });
+      report.add({
+        section,
+        metric: `${mix}: queries/s at saturation`,
+        subject: 'ours',
+        value: mine.qps,
+        unit: 'q/s',
+        baseline: { subject: 'naive dns2 + Map', value: base.qps },
+        target: mix === 'rewritten' ? { text: '>= 100k q/s', met: mine.qps >= 100_000 } : undefined,
+        note: lost,
+      });
+      report.add({
+        section,
+        metric: `${mix}: mean latency at saturation`,
+        subject: 'ours',
+        value: mine.meanMs,
+        unit: 'ms',
+        baseline: { subject: 'naive dns2 + Map', value: base.meanMs },
+      });
       if (dnsmasq) {
         await dnsperf(dnsmasq.port, names, 1);
         const ref = await dnsperf(dnsmasq.port, names, seconds);
         const least = mix === 'rewritten' ? 0.9 : mix === 'forwarded' ? 0.7 : undefined;
-        report.add({ section, metric: `${mix}: queries/s at saturation, vs the C reference`, subject: 'ours', value: mine.qps, unit: 'q/s', baseline: { subject: 'dnsmasq', value: ref.qps }, note: `dnsmasq mean latency ${ref.meanMs.toFixed(2)} ms`, target: least === undefined ? undefined : { text: `>= ${least}x dnsmasq`, met: mine.qps >= least * ref.qps } });
+        report.add({
+          section,
+          metric: `${mix}: queries/s at saturation, vs the C reference`,
+          subject: 'ours',
+          value: mine.qps,
+          unit: 'q/s',
+          baseline: { subject: 'dnsmasq', value: ref.qps },
+          note: `dnsmasq mean latency ${ref.meanMs.toFixed(2)} ms`,
+          target: least === undefined ? undefined : { text: `>= ${least}x dnsmasq`, met: mine.qps >= least * ref.qps },
+        });
       }
       if (mix === 'rewritten') {
         await dnsperf(ourDgram.listening.port, names, 1);
         const viaDgram = await dnsperf(ourDgram.listening.port, names, seconds);
-        report.add({ section, metric: 'rewritten: queries/s at saturation, batched UDP vs dgram', subject: `ours (${ours.server.udpKind})`, value: mine.qps, unit: 'q/s', baseline: { subject: 'ours on dgram', value: viaDgram.qps } });
+        report.add({
+          section,
+          metric: 'rewritten: queries/s at saturation, batched UDP vs dgram',
+          subject: `ours (${ours.server.udpKind})`,
+          value: mine.qps,
+          unit: 'q/s',
+          baseline: { subject: 'ours on dgram', value: viaDgram.qps },
+        });
         // Over TCP dnsperf pipelines queries on 4 connections, so one read and one write carry many:
         // how fast the resolver is once UDP's syscall per datagram is out of the way.
         await dnsperf(ours.listening.port, names, 1, undefined, true);
         const tcp = await dnsperf(ours.listening.port, names, seconds, undefined, true);
-        report.add({ section, metric: 'rewritten over TCP (pipelined): queries/s at saturation', subject: 'ours', value: tcp.qps, unit: 'q/s', baseline: { subject: 'ours over UDP', value: mine.qps } });
+        report.add({
+          section,
+          metric: 'rewritten over TCP (pipelined): queries/s at saturation',
+          subject: 'ours',
+          value: tcp.qps,
+          unit: 'q/s',
+          baseline: { subject: 'ours over UDP', value: mine.qps },
+        });
         const base10k = await dnsperf(naive.port, names, seconds, 10_000);
         const mine10k = await dnsperf(ours.listening.port, names, seconds, 10_000);
-        report.add({ section, metric: 'rewritten: mean latency at 10k q/s', subject: 'ours', value: mine10k.meanMs, unit: 'ms', baseline: { subject: 'naive dns2 + Map', value: base10k.meanMs }, target: { text: '< 0.2 ms', met: mine10k.meanMs < 0.2 } });
+        report.add({
+          section,
+          metric: 'rewritten: mean latency at 10k q/s',
+          subject: 'ours',
+          value: mine10k.meanMs,
+          unit: 'ms',
+          baseline: { subject: 'naive dns2 + Map', value: base10k.meanMs },
+          target: { text: '< 0.2 ms', met: mine10k.meanMs < 0.2 },
+        });
         await queryLogCost(report, section, names, seconds, quick ? 2 : 3, ours, logged);
       }
     }
@@ -208,13 +331,30 @@ export async function runDns(report: Report, quick: boolean): Promise<void> {
  * SERVFAILs (none here), as `kubectl get queries --watch --field-selector rcode=SERVFAIL` would:
  * every batch is decoded, nothing is sent.
  */
-async function queryLogCost(report: Report, section: string, names: readonly string[], seconds: number, rounds: number, off: DnsStack, on: DnsStack): Promise<void> {
+async function queryLogCost(
+  report: Report,
+  section: string,
+  names: readonly string[],
+  seconds: number,
+  rounds: number,
+  off: DnsStack,
+  on: DnsStack,
+): Promise<void> {
   const log = on.resolver.queryLog!;
   await dnsperf(on.listening.port, names, 1);
   const qps = async (s: DnsStack) => (await dnsperf(s.listening.port, names, seconds)).qps;
   const [logOn, logOff, each] = medianRound(await pairedRounds(rounds, off, on, qps), (q) => q)!;
   const subject = `ours, --dns-query-log-size=${log.size}`;
-  report.add({ section, metric: 'rewritten: queries/s at saturation, query log on vs off', subject, value: logOn, unit: 'q/s', baseline: { subject: 'ours, log off', value: logOff }, target: { text: '>= 0.9x log off', met: logOn >= 0.9 * logOff }, note: `median of ${rounds} paired rounds: ${each}` });
+  report.add({
+    section,
+    metric: 'rewritten: queries/s at saturation, query log on vs off',
+    subject,
+    value: logOn,
+    unit: 'q/s',
+    baseline: { subject: 'ours, log off', value: logOff },
+    target: { text: '>= 0.9x log off', met: logOn >= 0.9 * logOff },
+    note: `median of ${rounds} paired rounds: ${each}`,
+  });
   let delivered = 0;
   let kept = 0;
   const recordedBefore = log.last;
@@ -231,5 +371,13 @@ async function queryLogCost(report: Report, section: string, names: readonly str
     }
   };
   const [withWatcher, base] = medianRound(await pairedRounds(1, off, on, watched), (q) => q)!;
-  report.add({ section, metric: 'rewritten: queries/s at saturation, query log on with a watcher vs off', subject: `${subject}, 1 watcher`, value: withWatcher, unit: 'q/s', baseline: { subject: 'ours, log off', value: base }, note: `the watcher was handed ${delivered} of ${log.last - recordedBefore} queries (batches of at most ${log.size}, every 100 ms; the rest counted as skipped) and kept ${kept}` });
+  report.add({
+    section,
+    metric: 'rewritten: queries/s at saturation, query log on with a watcher vs off',
+    subject: `${subject}, 1 watcher`,
+    value: withWatcher,
+    unit: 'q/s',
+    baseline: { subject: 'ours, log off', value: base },
+    note: `the watcher was handed ${delivered} of ${log.last - recordedBefore} queries (batches of at most ${log.size}, every 100 ms; the rest counted as skipped) and kept ${kept}`,
+  });
 }

@@ -11,7 +11,13 @@ import type { Duplex } from 'node:stream';
 import { splitHostPort } from '../agent/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
-import { anpReleases, goServerFlags, goServerPorts, newestAnpRelease, type GoServerPorts } from '../test/support/go-proxy-server.js';
+import {
+  anpReleases,
+  goServerFlags,
+  goServerPorts,
+  newestAnpRelease,
+  type GoServerPorts,
+} from '../test/support/go-proxy-server.js';
 import { buildDist, terminate } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
@@ -26,8 +32,9 @@ const goBinaries = ['proxy-server', 'proxy-agent'];
 const goRelease = newestAnpRelease(goBinaries);
 /** The Go reference binaries' folder, or undefined to bench without them (`goReferenceNote` says why). */
 export const anpBinDir = goRelease?.dir;
-export const goReferenceNote = goRelease ? `ANP ${goRelease.name} (${goRelease.dir})` : `none (${anpReleases(goBinaries).missing.join('; ')})`;
-
+export const goReferenceNote = goRelease
+  ? `ANP ${goRelease.name} (${goRelease.dir})`
+  : `none (${anpReleases(goBinaries).missing.join('; ')})`;
 
 const clockTicks = 100; // USER_HZ on Linux
 
@@ -83,7 +90,9 @@ export class Proc {
       try {
         cpuNs += Number(readFileSync(`/proc/${this.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
         const status = readFileSync(`/proc/${this.pid}/task/${tid}/status`, 'utf8');
-        switches += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0) + Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+        switches +=
+          Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0) +
+          Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
       } catch {
         // the thread ended meanwhile
       }
@@ -95,13 +104,19 @@ export class Proc {
   firstLine(timeoutMs = 20_000): Promise<string> {
     return new Promise((resolve, reject) => {
       let buf = '';
-      const timer = setTimeout(() => reject(new Error(`${this.name}: no output within ${timeoutMs} ms\n${this.stderrTail}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`${this.name}: no output within ${timeoutMs} ms\n${this.stderrTail}`)),
+        timeoutMs,
+      );
       this.child.stdout!.on('data', (c: Buffer) => {
         buf += c.toString();
         const nl = buf.indexOf('\n');
         if (nl >= 0) clearTimeout(timer), resolve(buf.slice(0, nl));
       });
-      this.child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`${this.name} exited (${code})\n${this.stderrTail}`))));
+      this.child.once(
+        'exit',
+        (code) => (clearTimeout(timer), reject(new Error(`${this.name} exited (${code})\n${this.stderrTail}`))),
+      );
     });
   }
 
@@ -121,7 +136,9 @@ export type Wrap = (command: string, args: string[]) => [string, string[]];
 
 /** A .ts file runs through tsx's loader; a .js file (the built dist/) runs as shipped. */
 export function spawnNode(name: string, script: string, args: string[], wrap: Wrap = (c, a) => [c, a]): Proc {
-  const prof = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  const prof = profileDir
+    ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
+    : [];
   const loader = [...nodeFlags, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : [])];
   // process.execPath is the pinned Node 24 (npm scripts put node_modules/.bin first).
   const [command, argv] = wrap(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args]);
@@ -141,7 +158,9 @@ function buildAgent(): string {
     buildDist();
     agentEntry = 'dist/cmd/main.js';
   } catch (err) {
-    console.warn(`bench: build failed, running the agent from source through tsx: ${(err as { stdout?: Buffer }).stdout?.toString().slice(0, 500) ?? err}`);
+    console.warn(
+      `bench: build failed, running the agent from source through tsx: ${(err as { stdout?: Buffer }).stdout?.toString().slice(0, 500) ?? err}`,
+    );
     agentEntry = 'cmd/main.ts';
   }
   return agentEntry;
@@ -187,30 +206,57 @@ export interface Hub {
 }
 
 export async function startOurHub(pki: TestPki, opts: { plainFrontends?: boolean } = {}): Promise<Hub> {
-  const proc = spawnNode('hub', 'bench/hub-process.ts', [JSON.stringify({ caCert: pki.caCert, serverCert: pki.serverCert, serverKey: pki.serverKey, plainFrontends: opts.plainFrontends })]);
+  const proc = spawnNode('hub', 'bench/hub-process.ts', [
+    JSON.stringify({
+      caCert: pki.caCert,
+      serverCert: pki.serverCert,
+      serverKey: pki.serverKey,
+      plainFrontends: opts.plainFrontends,
+    }),
+  ]);
   const ports = JSON.parse(await proc.firstLine()) as { agent: number; server: number; httpConnect: number };
-  return { kind: 'ours', proc, agentPort: ports.agent, grpcPort: ports.server, httpConnectPort: ports.httpConnect, tls: !opts.plainFrontends };
+  return {
+    kind: 'ours',
+    proc,
+    agentPort: ports.agent,
+    grpcPort: ports.server,
+    httpConnectPort: ports.httpConnect,
+    tls: !opts.plainFrontends,
+  };
 }
 
 /**
  * The Go proxy-server (anpBinDir), mTLS on both ports with our PKI, like the anchor; on `ports` to
  * restart one. `udsPath`: the frontend on that Unix socket, plaintext (kube-apiserver's egress set-up).
  */
-export async function startGoHub(pki: TestPki, mode: 'grpc' | 'http-connect', ports?: GoServerPorts, udsPath?: string): Promise<Hub> {
+export async function startGoHub(
+  pki: TestPki,
+  mode: 'grpc' | 'http-connect',
+  ports?: GoServerPorts,
+  udsPath?: string,
+): Promise<Hub> {
   const goPorts = ports ?? (await goServerPorts(udsPath));
   const { server, agent, health } = goPorts;
   const args = goServerFlags(pki, mode, 'destHost,default', goPorts, udsPath);
-  const proc = new Proc('go-proxy-server', spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  const proc = new Proc(
+    'go-proxy-server',
+    spawn(join(anpBinDir!, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
   await waitReady(proc, health, '/healthz');
   const dialDurations = async () => {
     const text = (await httpOk(health, '/metrics')) ?? '';
-    const read = (suffix: string) => sampleValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
+    const read = (suffix: string) =>
+      sampleValue(text, `konnectivity_network_proxy_server_dial_duration_seconds_${suffix}`) ?? 0;
     return { sum: read('sum'), count: read('count') };
   };
   // ready_backends is v0.31+; release-0.30 has only ready_backend_connections.
   const readyBackends = async () => {
     const text = (await httpOk(health, '/metrics')) ?? '';
-    return sampleValue(text, 'konnectivity_network_proxy_server_ready_backends') ?? sampleValue(text, 'konnectivity_network_proxy_server_ready_backend_connections') ?? 0;
+    return (
+      sampleValue(text, 'konnectivity_network_proxy_server_ready_backends') ??
+      sampleValue(text, 'konnectivity_network_proxy_server_ready_backend_connections') ??
+      0
+    );
   };
   const frontendAt = udsPath ? { udsPath } : mode === 'grpc' ? { grpcPort: server } : { httpConnectPort: server };
   return { kind: 'go', proc, agentPort: agent, ...frontendAt, tls: !udsPath, dialDurations, readyBackends, goPorts };
@@ -228,11 +274,31 @@ export interface AgentProc {
 }
 
 /** Our agent as its own process (its RSS is its own), from source via tsx, mTLS to the hub. */
-export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[] = [], wrap?: Wrap): Promise<AgentProc> {
+export async function startOurAgent(
+  pki: TestPki,
+  hub: Hub,
+  extraFlags: string[] = [],
+  wrap?: Wrap,
+): Promise<AgentProc> {
   const health = await unusedPort();
   // prettier-ignore
-  const proc = spawnNode('agent', buildAgent(), [`--proxy-server-host=127.0.0.1:${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn', '--drain-timeout=1s', ...extraFlags], wrap);
+  const proc = spawnNode(
+    'agent',
+    buildAgent(),
+    [
+      `--proxy-server-host=127.0.0.1:${hub.agentPort}`,
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      '--agent-identifiers=host=localhost&ipv4=127.0.0.1',
+      '--health-server-host=127.0.0.1',
+      `--health-server-port=${health}`,
+      '--log-level=warn',
+      '--drain-timeout=1s',
+      ...extraFlags,
+    ],
+    wrap,
+  );
   await waitReady(proc, health, '/readyz');
   const metric = async (name: string) => sampleValue((await httpOk(health, '/metrics')) ?? '', name);
   return { kind: 'ours', proc, healthPort: health, metric, heapUsed: () => metric('nodejs_heap_size_used_bytes') };
@@ -241,9 +307,22 @@ export async function startOurAgent(pki: TestPki, hub: Hub, extraFlags: string[]
 export async function startGoAgent(pki: TestPki, hub: Hub): Promise<AgentProc> {
   const [health, admin] = [await unusedPort(), await unusedPort()];
   // prettier-ignore
-  const args = ['--proxy-server-host=127.0.0.1', `--proxy-server-port=${hub.agentPort}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-    '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--admin-bind-address=127.0.0.1', `--admin-server-port=${admin}`];
-  const proc = new Proc('go-agent', spawn(join(anpBinDir!, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  const args = [
+    '--proxy-server-host=127.0.0.1',
+    `--proxy-server-port=${hub.agentPort}`,
+    `--ca-cert=${pki.caCert}`,
+    `--agent-cert=${pki.clientCert}`,
+    `--agent-key=${pki.clientKey}`,
+    '--agent-identifiers=host=localhost&ipv4=127.0.0.1',
+    '--health-server-host=127.0.0.1',
+    `--health-server-port=${health}`,
+    '--admin-bind-address=127.0.0.1',
+    `--admin-server-port=${admin}`,
+  ];
+  const proc = new Proc(
+    'go-agent',
+    spawn(join(anpBinDir!, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
   await waitReady(proc, health, '/readyz');
   return { kind: 'go', proc, healthPort: health, heapUsed: async () => undefined, metric: async () => undefined };
 }
@@ -269,7 +348,9 @@ export const directRoute: Route = {
 export function hubRoute(name: string, pki: TestPki, hub: Hub, mode: 'grpc' | 'http-connect'): Route {
   const port = hub.udsPath ? 0 : mode === 'grpc' ? hub.grpcPort : hub.httpConnectPort;
   if (port === undefined) throw new Error(`${name}: hub has no ${mode} frontend`);
-  const creds = hub.tls ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) } : {};
+  const creds = hub.tls
+    ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) }
+    : {};
   const at = hub.udsPath ? { proxyUds: hub.udsPath } : {};
   return {
     name,

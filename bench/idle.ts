@@ -13,7 +13,18 @@ import { readFileSync } from 'node:fs';
 import { startTestUpstream, type TestUpstream } from '../test/support/dns-upstream.js';
 import { FakeApiServer } from '../test/support/fake-apiserver.js';
 import { emulatedPod, podProblem, type Pod } from '../test/support/pod.js';
-import { anpBinDir, Proc, startGoAgent, startGoHub, startOurAgent, startOurHub, type AgentProc, type Hub, type TestPki, type Wrap } from './env.js';
+import {
+  anpBinDir,
+  Proc,
+  startGoAgent,
+  startGoHub,
+  startOurAgent,
+  startOurHub,
+  type AgentProc,
+  type Hub,
+  type TestPki,
+  type Wrap,
+} from './env.js';
 import { MiB, type Report } from './report.js';
 
 const settle = () => new Promise((r) => setTimeout(r, 2000));
@@ -43,7 +54,8 @@ async function measure(agent: AgentProc | Proc, heap?: number): Promise<Idle> {
 /** The kubelet's probes of the DaemonSet: GET /readyz every 5 s and /healthz every 10 s, a new connection each. */
 function probe(port: number): () => void {
   const http = process.getBuiltinModule('node:http');
-  const get = (path: string) => http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => res.resume()).on('error', () => {});
+  const get = (path: string) =>
+    http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => res.resume()).on('error', () => {});
   const timers = [setInterval(() => get('/readyz'), 5000), setInterval(() => get('/healthz'), 10_000)];
   return () => timers.forEach(clearInterval);
 }
@@ -52,14 +64,53 @@ type Target = { text: string; limit: number };
 
 export async function runIdle(report: Report, pki: TestPki): Promise<void> {
   const section = 'Idle footprint';
-  const add = (subject: string, m: Idle, bare: Idle | undefined, targets: { rss?: Target; anon?: Target; heapMB?: Target } = {}) => {
+  const add = (
+    subject: string,
+    m: Idle,
+    bare: Idle | undefined,
+    targets: { rss?: Target; anon?: Target; heapMB?: Target } = {},
+  ) => {
     const base = (v: number) => (bare ? { subject: 'bare Node', value: v / MiB } : undefined);
     const target = (t: Target | undefined, value: number) => t && { text: t.text, met: value <= t.limit };
-    report.add({ section, metric: 'RSS, idle', subject, value: m.rss / MiB, unit: 'MiB', baseline: base(bare?.rss ?? 0), target: target(targets.rss, m.rss / MiB) });
-    report.add({ section, metric: 'RSS, idle: anonymous (heap, malloc)', subject, value: m.anon / MiB, unit: 'MiB', baseline: base(bare?.anon ?? 0), target: target(targets.anon, m.anon / MiB) });
-    report.add({ section, metric: 'RSS, idle: mapped files (code)', subject, value: m.file / MiB, unit: 'MiB', baseline: base(bare?.file ?? 0) });
+    report.add({
+      section,
+      metric: 'RSS, idle',
+      subject,
+      value: m.rss / MiB,
+      unit: 'MiB',
+      baseline: base(bare?.rss ?? 0),
+      target: target(targets.rss, m.rss / MiB),
+    });
+    report.add({
+      section,
+      metric: 'RSS, idle: anonymous (heap, malloc)',
+      subject,
+      value: m.anon / MiB,
+      unit: 'MiB',
+      baseline: base(bare?.anon ?? 0),
+      target: target(targets.anon, m.anon / MiB),
+    });
+    report.add({
+      section,
+      metric: 'RSS, idle: mapped files (code)',
+      subject,
+      value: m.file / MiB,
+      unit: 'MiB',
+      baseline: base(bare?.file ?? 0),
+    });
     if (m.heap !== undefined) {
-      report.add({ section, metric: 'V8 heap used, idle', subject, value: m.heap / MiB, unit: 'MiB', baseline: bare?.heap === undefined ? undefined : { subject: 'bare Node', value: bare.heap / MiB }, target: target(targets.heapMB && { ...targets.heapMB, limit: (targets.heapMB.limit * 1e6) / MiB }, m.heap / MiB) });
+      report.add({
+        section,
+        metric: 'V8 heap used, idle',
+        subject,
+        value: m.heap / MiB,
+        unit: 'MiB',
+        baseline: bare?.heap === undefined ? undefined : { subject: 'bare Node', value: bare.heap / MiB },
+        target: target(
+          targets.heapMB && { ...targets.heapMB, limit: (targets.heapMB.limit * 1e6) / MiB },
+          m.heap / MiB,
+        ),
+      });
     }
   };
 
@@ -103,19 +154,36 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
     let wrap: Wrap | undefined;
     let kubeFlags: string[];
     if (why === undefined) {
-      const p = emulatedPod({ hostAliases: {}, nameserver: '127.0.0.1', namespace: 'spoke', serviceAccount: { token: api.token, caCert: readFileSync(pki.caCert) }, etcFiles: {} });
+      const p = emulatedPod({
+        hostAliases: {},
+        nameserver: '127.0.0.1',
+        namespace: 'spoke',
+        serviceAccount: { token: api.token, caCert: readFileSync(pki.caCert) },
+        etcFiles: {},
+      });
       pod = p;
-      wrap = (command, args) => p.command(['env', 'KUBERNETES_SERVICE_HOST=127.0.0.1', `KUBERNETES_SERVICE_PORT=${api!.port}`, 'POD_NAMESPACE=spoke', command, ...args]);
+      wrap = (command, args) =>
+        p.command([
+          'env',
+          'KUBERNETES_SERVICE_HOST=127.0.0.1',
+          `KUBERNETES_SERVICE_PORT=${api!.port}`,
+          'POD_NAMESPACE=spoke',
+          command,
+          ...args,
+        ]);
       kubeFlags = [];
     } else {
-      report.note(`idle: the DaemonSet's agent reads --kubeconfig, not a pod's service account (${why}): the kubeconfig's parser (js-yaml) is loaded too`);
+      report.note(
+        `idle: the DaemonSet's agent reads --kubeconfig, not a pod's service account (${why}): the kubeconfig's parser (js-yaml) is loaded too`,
+      );
       kubeFlags = [`--kubeconfig=${api.kubeconfigPath}`, '--debug-auth=true'];
     }
     const asDaemonSet = [...dns, '--rules-configmap=spoke/spoke-agent-rules', ...kubeFlags];
     const daemonSetSubject = `ours, as the DaemonSet runs it: ${why === undefined ? 'in a pod (in-cluster config)' : 'with --kubeconfig'}, rules from a watched ConfigMap, DNS, metrics, /debug auth`;
     const watching = async (agent: AgentProc, resource: string) => {
       // Only a figure for the agent doing its job: watching, not retrying.
-      if ((await agent.metric(`spoke_agent_kube_watch_synced{resource="${resource}"}`)) !== 1) throw new Error(`the agent is not watching ${resource}\n${agent.proc.log}`);
+      if ((await agent.metric(`spoke_agent_kube_watch_synced{resource="${resource}"}`)) !== 1)
+        throw new Error(`the agent is not watching ${resource}\n${agent.proc.log}`);
     };
     // The DaemonSet's agent, the same with --count-server-leases and the Go agent stay up together:
     // each is measured after a warm-up (start-up, and V8's memory reducer, which runs a few full
@@ -142,20 +210,54 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
     const figures = await Promise.all(subjects.map((a) => measure(a)));
 
     const daemonSetFigures = figures[0]!;
-    add(daemonSetSubject, daemonSetFigures, bareIdle, { rss: { text: '<= 64 MiB', limit: 64 }, anon: { text: '<= 24 MiB', limit: 24 }, heapMB: { text: '<= 10 MB', limit: 10 } });
-    add(`${daemonSetSubject}, and --count-server-leases (a second watch)`, figures[1]!, bareIdle, { rss: { text: '<= 4 MiB more than without', limit: daemonSetFigures.rss / MiB + 4 } });
+    add(daemonSetSubject, daemonSetFigures, bareIdle, {
+      rss: { text: '<= 64 MiB', limit: 64 },
+      anon: { text: '<= 24 MiB', limit: 24 },
+      heapMB: { text: '<= 10 MB', limit: 10 },
+    });
+    add(`${daemonSetSubject}, and --count-server-leases (a second watch)`, figures[1]!, bareIdle, {
+      rss: { text: '<= 4 MiB more than without', limit: daemonSetFigures.rss / MiB + 4 },
+    });
     if (goAgent) add('Go agent, connected to the Go proxy-server', figures[2]!, bareIdle);
 
     const seconds = idleMinuteMs / 1000;
-    const cpu = subjects.map((_, i) => ({ msPerMinute: (after[i]!.cpuNs - before[i]!.cpuNs) / 1e6 / (seconds / 60), wakeups: (after[i]!.switches - before[i]!.switches) / seconds }));
+    const cpu = subjects.map((_, i) => ({
+      msPerMinute: (after[i]!.cpuNs - before[i]!.cpuNs) / 1e6 / (seconds / 60),
+      wakeups: (after[i]!.switches - before[i]!.switches) / seconds,
+    }));
     const go = goAgent ? { subject: 'Go agent, same probes', cpu: cpu[2]! } : undefined;
     const base = (v: (c: (typeof cpu)[number]) => number) => go && { subject: go.subject, value: v(go.cpu) };
-    for (const [i, subject] of [[0, 'ours, as the DaemonSet runs it'], [1, 'ours, as the DaemonSet runs it, and --count-server-leases']] as const) {
+    for (const [i, subject] of [
+      [0, 'ours, as the DaemonSet runs it'],
+      [1, 'ours, as the DaemonSet runs it, and --count-server-leases'],
+    ] as const) {
       const c = cpu[i]!;
       const probed = `${subject}, probed /readyz every 5 s and /healthz every 10 s`;
-      report.add({ section, metric: `CPU per idle minute (over ${seconds} s, ${warmUpMs / 1000} s after start)`, subject: probed, value: c.msPerMinute, unit: 'ms', baseline: base((x) => x.msPerMinute) });
-      report.add({ section, metric: 'CPU, idle', subject: probed, value: c.msPerMinute / 60, unit: 'millicores', baseline: base((x) => x.msPerMinute / 60), target: i === 0 ? { text: '<= 1 millicore', met: c.msPerMinute / 60 <= 1 } : undefined });
-      report.add({ section, metric: 'Wake-ups (context switches of all threads), idle', subject: probed, value: c.wakeups, unit: '/s', baseline: base((x) => x.wakeups) });
+      report.add({
+        section,
+        metric: `CPU per idle minute (over ${seconds} s, ${warmUpMs / 1000} s after start)`,
+        subject: probed,
+        value: c.msPerMinute,
+        unit: 'ms',
+        baseline: base((x) => x.msPerMinute),
+      });
+      report.add({
+        section,
+        metric: 'CPU, idle',
+        subject: probed,
+        value: c.msPerMinute / 60,
+        unit: 'millicores',
+        baseline: base((x) => x.msPerMinute / 60),
+        target: i === 0 ? { text: '<= 1 millicore', met: c.msPerMinute / 60 <= 1 } : undefined,
+      });
+      report.add({
+        section,
+        metric: 'Wake-ups (context switches of all threads), idle',
+        subject: probed,
+        value: c.wakeups,
+        unit: '/s',
+        baseline: base((x) => x.wakeups),
+      });
     }
   } finally {
     await goAgent?.proc.stop();

@@ -80,7 +80,8 @@ async function dialRate(s: Subject, echo: string, parallel: number, ms: number):
   );
   const rate = done / ((performance.now() - started) / 1000);
   const after = cpu();
-  if (before.agent === undefined || after.agent === undefined || before.hub === undefined || after.hub === undefined) return { rate };
+  if (before.agent === undefined || after.agent === undefined || before.hub === undefined || after.hub === undefined)
+    return { rate };
   const bench = process.cpuUsage(before.bench);
   const others = after.hub - before.hub + (bench.user + bench.system) / 1e6;
   return { rate, agentCpuMs: ((after.agent - before.agent) / done) * 1000, othersCpuMs: (others / done) * 1000 };
@@ -102,10 +103,21 @@ async function timedByServer<T>(s: Subject, dials: () => Promise<T>): Promise<[T
   const before = await s.hub?.dialDurations?.();
   const result = await dials();
   const after = await s.hub?.dialDurations?.();
-  return [result, before && after && after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : undefined];
+  return [
+    result,
+    before && after && after.count > before.count
+      ? ((after.sum - before.sum) / (after.count - before.count)) * 1000
+      : undefined,
+  ];
 }
 
-async function measureDials(s: Subject, echo: string, nDial: number, parallel: number, rateMs: number): Promise<DialFigures & { dial: number[] }> {
+async function measureDials(
+  s: Subject,
+  echo: string,
+  nDial: number,
+  parallel: number,
+  rateMs: number,
+): Promise<DialFigures & { dial: number[] }> {
   const [dial, serverDialMs] = await timedByServer(s, () => dialEach(s.route, echo, nDial));
   const rate = await dialRate(s, echo, parallel, rateMs);
   const [, warmServerDialMs] = await timedByServer(s, () => dialEach(s.route, echo, nDial));
@@ -128,22 +140,77 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
       await dialEach(s.route, targets.echo, 20); // warm-up
       const open = await openConnection(s.route, targets.echo, nOpen);
       const { dial, ...figures } = await measureDials(s, targets.echo, nDial, parallel, rateMs);
-      return { openP50: percentile(open, 50), openP99: percentile(open, 99), dialP99: percentile(dial, 99), ...figures };
+      return {
+        openP50: percentile(open, 50),
+        openP99: percentile(open, 99),
+        dialP99: percentile(dial, 99),
+        ...figures,
+      };
     });
     if (!results.has(subject.role)) results.set(subject.role, m);
     const direct = results.get('direct')!;
     const base = (v: number) => (subject.role === 'direct' ? undefined : { subject: 'direct TCP', value: v });
-    report.add({ section, metric: '64 B round trip, open connection, p50', subject: subject.name, value: m.openP50, unit: 'ms', baseline: base(direct.openP50) });
-    report.add({ section, metric: '64 B round trip, open connection, p99', subject: subject.name, value: m.openP99, unit: 'ms', baseline: base(direct.openP99) });
-    report.add({ section, metric: 'new dial + 64 B round trip + close, p50', subject: subject.name, value: m.dialP50, unit: 'ms', baseline: base(direct.dialP50) });
-    report.add({ section, metric: 'new dial + 64 B round trip + close, p99', subject: subject.name, value: m.dialP99, unit: 'ms', baseline: base(direct.dialP99) });
-    report.add({ section, metric: `dial rate (dial, 1 B each way, close; ${parallel} in flight)`, subject: subject.name, value: m.rate.rate, unit: 'dials/s', baseline: base(direct.rate.rate) });
-    if (m.serverDialMs !== undefined) report.add({ section, metric: 'dial as the Go proxy-server times it (DIAL_REQ to DIAL_RSP), mean', subject: subject.name, value: m.serverDialMs, unit: 'ms' });
+    report.add({
+      section,
+      metric: '64 B round trip, open connection, p50',
+      subject: subject.name,
+      value: m.openP50,
+      unit: 'ms',
+      baseline: base(direct.openP50),
+    });
+    report.add({
+      section,
+      metric: '64 B round trip, open connection, p99',
+      subject: subject.name,
+      value: m.openP99,
+      unit: 'ms',
+      baseline: base(direct.openP99),
+    });
+    report.add({
+      section,
+      metric: 'new dial + 64 B round trip + close, p50',
+      subject: subject.name,
+      value: m.dialP50,
+      unit: 'ms',
+      baseline: base(direct.dialP50),
+    });
+    report.add({
+      section,
+      metric: 'new dial + 64 B round trip + close, p99',
+      subject: subject.name,
+      value: m.dialP99,
+      unit: 'ms',
+      baseline: base(direct.dialP99),
+    });
+    report.add({
+      section,
+      metric: `dial rate (dial, 1 B each way, close; ${parallel} in flight)`,
+      subject: subject.name,
+      value: m.rate.rate,
+      unit: 'dials/s',
+      baseline: base(direct.rate.rate),
+    });
+    if (m.serverDialMs !== undefined)
+      report.add({
+        section,
+        metric: 'dial as the Go proxy-server times it (DIAL_REQ to DIAL_RSP), mean',
+        subject: subject.name,
+        value: m.serverDialMs,
+        unit: 'ms',
+      });
     if (subject.role === 'ours@go-hub') {
       const go = results.get('go-agent@go-hub');
       if (go) {
         const addedOpen = (x: Measured) => x.openP50 - direct.openP50;
-        report.add({ section, metric: 'added latency per request on an open connection (p50 minus direct): ours vs Go agent', subject: subject.name, value: addedOpen(m), unit: 'ms', baseline: { subject: 'Go agent', value: addedOpen(go) }, target: { text: 'no more than the Go agent', met: addedOpen(m) <= addedOpen(go) * 1.05 } });
+        report.add({
+          section,
+          metric: 'added latency per request on an open connection (p50 minus direct): ours vs Go agent',
+          subject: subject.name,
+          value: addedOpen(m),
+          unit: 'ms',
+          baseline: { subject: 'Go agent', value: addedOpen(go) },
+          target: { text: 'no more than the Go agent', met: addedOpen(m) <= addedOpen(go) * 1.05 },
+        });
       }
     }
   }
@@ -152,11 +219,20 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
   // the first round is the loop above, the Go agent first).
   const goSubject = list.find((x) => x.role === 'go-agent@go-hub');
   const oursSubject = list.find((x) => x.role === 'ours@go-hub');
-  const first: [DialFigures | undefined, DialFigures | undefined] = [results.get('ours@go-hub'), results.get('go-agent@go-hub')];
+  const first: [DialFigures | undefined, DialFigures | undefined] = [
+    results.get('ours@go-hub'),
+    results.get('go-agent@go-hub'),
+  ];
   if (!goSubject || !oursSubject || !first[0] || !first[1]) return;
   const nRounds = quick ? 2 : 5;
-  const measure = (x: Subject) => x.use(async (s) => (await dialEach(s.route, targets.echo, 20), measureDials(s, targets.echo, nDial, parallel, rateMs)));
-  const rounds = [[first[0], first[1]] as [DialFigures, DialFigures], ...(await pairedRounds(nRounds - 1, goSubject, oursSubject, measure, false))];
+  const measure = (x: Subject) =>
+    x.use(
+      async (s) => (await dialEach(s.route, targets.echo, 20), measureDials(s, targets.echo, nDial, parallel, rateMs)),
+    );
+  const rounds = [
+    [first[0], first[1]] as [DialFigures, DialFigures],
+    ...(await pairedRounds(nRounds - 1, goSubject, oursSubject, measure, false)),
+  ];
   reportPairedRounds(report, section, oursSubject.name, rounds, results.get('direct')!.dialP50);
 
   // The dial rate where kube-apiserver's egress meets the proxy-server: its frontend on a Unix socket,
@@ -176,46 +252,116 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
         await own.close();
       }
     });
-  reportDialRate(report, section, oursUds.name, await pairedRounds(nRounds, goUds, oursUds, rateOnly), 'through the Unix-socket frontend');
+  reportDialRate(
+    report,
+    section,
+    oursUds.name,
+    await pairedRounds(nRounds, goUds, oursUds, rateOnly),
+    'through the Unix-socket frontend',
+  );
 }
 
-function reportPairedRounds(report: Report, section: string, subject: string, rounds: Array<[DialFigures, DialFigures]>, directDialP50: number): void {
+function reportPairedRounds(
+  report: Report,
+  section: string,
+  subject: string,
+  rounds: Array<[DialFigures, DialFigures]>,
+  directDialP50: number,
+): void {
   const n = rounds.length;
   const added = medianRound(rounds, (f) => f.dialP50 - directDialP50);
   if (added) {
     const [ours, go, all] = added;
-    report.add({ section, metric: `added latency per request with a new dial (p50 minus direct), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go }, target: { text: 'no more than the Go agent', met: ours <= go * 1.05 } });
+    report.add({
+      section,
+      metric: `added latency per request with a new dial (p50 minus direct), median of ${n} paired rounds (${all}): ours vs Go agent`,
+      subject,
+      value: ours,
+      unit: 'ms',
+      baseline: { subject: 'Go agent', value: go },
+      target: { text: 'no more than the Go agent', met: ours <= go * 1.05 },
+    });
   }
   const share = medianRound(rounds, (f) => f.serverDialMs);
   if (share) {
     const [ours, go, all] = share;
-    report.add({ section, metric: `agent share of a new dial (the Go proxy-server's DIAL_REQ to DIAL_RSP), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go }, target: { text: 'no slower than the Go agent', met: ours <= go } });
+    report.add({
+      section,
+      metric: `agent share of a new dial (the Go proxy-server's DIAL_REQ to DIAL_RSP), median of ${n} paired rounds (${all}): ours vs Go agent`,
+      subject,
+      value: ours,
+      unit: 'ms',
+      baseline: { subject: 'Go agent', value: go },
+      target: { text: 'no slower than the Go agent', met: ours <= go },
+    });
   }
   // The target is judged on fresh agents (above); V8 optimizes our dial path over the first ~1,000 dials.
   const warm = medianRound(rounds, (f) => f.warmServerDialMs);
   if (warm) {
     const [ours, go, all] = warm;
-    report.add({ section, metric: `agent share of a new dial once warm (after the dial rate's dials), median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go } });
+    report.add({
+      section,
+      metric: `agent share of a new dial once warm (after the dial rate's dials), median of ${n} paired rounds (${all}): ours vs Go agent`,
+      subject,
+      value: ours,
+      unit: 'ms',
+      baseline: { subject: 'Go agent', value: go },
+    });
   }
-  reportDialRate(report, section, subject, rounds.map(([o, g]) => [o.rate, g.rate]), 'through the TLS frontend');
+  reportDialRate(
+    report,
+    section,
+    subject,
+    rounds.map(([o, g]) => [o.rate, g.rate]),
+    'through the TLS frontend',
+  );
 }
 
 /** The dial rate's paired rounds (ours, Go agent): the rate against its target, the agents' CPU, the ceiling. */
-function reportDialRate(report: Report, section: string, subject: string, rounds: Array<[DialRate, DialRate]>, where: string): void {
+function reportDialRate(
+  report: Report,
+  section: string,
+  subject: string,
+  rounds: Array<[DialRate, DialRate]>,
+  where: string,
+): void {
   const n = rounds.length;
   const rate = medianRound(rounds, (f) => f.rate);
   if (rate) {
     const [ours, go, all] = rate;
-    report.add({ section, metric: `dial rate ${where}, median of ${n} paired rounds (${all}): ours vs Go agent`, subject, value: ours, unit: 'dials/s', baseline: { subject: 'Go agent', value: go }, target: { text: '>= 1.2x the Go agent', met: ours >= 1.2 * go } });
+    report.add({
+      section,
+      metric: `dial rate ${where}, median of ${n} paired rounds (${all}): ours vs Go agent`,
+      subject,
+      value: ours,
+      unit: 'dials/s',
+      baseline: { subject: 'Go agent', value: go },
+      target: { text: '>= 1.2x the Go agent', met: ours >= 1.2 * go },
+    });
   }
   const cpu = medianRound(rounds, (f) => f.agentCpuMs);
   if (cpu) {
     const [ours, go, all] = cpu;
-    report.add({ section, metric: `dial rate ${where}: agent CPU per dial, median of ${n} paired rounds (${all})`, subject, value: ours, unit: 'ms', baseline: { subject: 'Go agent', value: go } });
+    report.add({
+      section,
+      metric: `dial rate ${where}: agent CPU per dial, median of ${n} paired rounds (${all})`,
+      subject,
+      value: ours,
+      unit: 'ms',
+      baseline: { subject: 'Go agent', value: go },
+    });
   }
   // When the machine's cores are the limit, an agent that cost nothing would raise the rate by at most this much.
-  const ceilings = rounds.flatMap(([, g]) => (g.agentCpuMs !== undefined && g.othersCpuMs ? [(g.agentCpuMs + g.othersCpuMs) / g.othersCpuMs] : []));
+  const ceilings = rounds.flatMap(([, g]) =>
+    g.agentCpuMs !== undefined && g.othersCpuMs ? [(g.agentCpuMs + g.othersCpuMs) / g.othersCpuMs] : [],
+  );
   if (ceilings.length) {
-    report.add({ section, metric: `dial rate ${where}: the most a zero-CPU agent could reach when the cores are the limit (the Go agent's CPU share of its runs, median)`, subject, value: percentile(ceilings, 50), unit: 'x the Go agent' });
+    report.add({
+      section,
+      metric: `dial rate ${where}: the most a zero-CPU agent could reach when the cores are the limit (the Go agent's CPU share of its runs, median)`,
+      subject,
+      value: percentile(ceilings, 50),
+      unit: 'x the Go agent',
+    });
   }
 }

@@ -6,7 +6,13 @@
  * `n` rounds of `ours` and `baseline`, [ours, baseline] each; the baseline goes first in the first
  * round when `baselineFirst`.
  */
-export async function pairedRounds<S, F>(n: number, baseline: S, ours: S, measure: (x: S) => Promise<F>, baselineFirst = true): Promise<Array<[F, F]>> {
+export async function pairedRounds<S, F>(
+  n: number,
+  baseline: S,
+  ours: S,
+  measure: (x: S) => Promise<F>,
+  baselineFirst = true,
+): Promise<Array<[F, F]>> {
   const rounds: Array<[F, F]> = [];
   for (let r = 0; r < n; r++) {
     if ((r % 2 === 0) === baselineFirst) {
@@ -21,8 +27,13 @@ export async function pairedRounds<S, F>(n: number, baseline: S, ours: S, measur
 }
 
 /** The round whose ratio (ours / baseline) is the median of the rounds': [ours, baseline, every round's ratio]. */
-export function medianRound<F>(rounds: Array<[F, F]>, value: (f: F) => number | undefined): [number, number, string] | undefined {
-  const pairs = rounds.map(([o, g]) => [value(o), value(g)] as const).filter((p): p is readonly [number, number] => p[0] !== undefined && p[1] !== undefined);
+export function medianRound<F>(
+  rounds: Array<[F, F]>,
+  value: (f: F) => number | undefined,
+): [number, number, string] | undefined {
+  const pairs = rounds
+    .map(([o, g]) => [value(o), value(g)] as const)
+    .filter((p): p is readonly [number, number] => p[0] !== undefined && p[1] !== undefined);
   if (pairs.length === 0) return undefined;
   const sorted = [...pairs].sort((a, b) => a[0] / a[1] - b[0] / b[1]);
   const [ours, base] = sorted[Math.floor((sorted.length - 1) / 2)]!;

@@ -5,14 +5,24 @@
 // server that stays down: a listener on the freed port that counts and drops connections for 10 s.
 import net from 'node:net';
 import { establishedConnections } from '../test/support/sockets.js';
-import { anpBinDir, goReferenceNote, startGoAgent, startGoHub, startOurAgent, type AgentProc, type Hub, type TestPki } from './env.js';
+import {
+  anpBinDir,
+  goReferenceNote,
+  startGoAgent,
+  startGoHub,
+  startOurAgent,
+  type AgentProc,
+  type Hub,
+  type TestPki,
+} from './env.js';
 import { percentile, type Report } from './report.js';
 import { waitUntilAsync } from '../test/support/wait.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => percentile(xs, 50);
 /** Polled every 10 ms: the reconnect times are read off these waits. */
-const until = (condition: () => Promise<boolean>, timeoutMs: number, what: string) => waitUntilAsync(condition, timeoutMs, what, 10);
+const until = (condition: () => Promise<boolean>, timeoutMs: number, what: string) =>
+  waitUntilAsync(condition, timeoutMs, what, 10);
 
 /** Connections accepted on `port` during `ms`, each dropped at once. */
 async function knocks(port: number, ms: number): Promise<number> {
@@ -31,7 +41,11 @@ interface Figures {
   knocks: number;
 }
 
-async function measure(pki: TestPki, start: (pki: TestPki, hub: Hub) => Promise<AgentProc>, cycles: number): Promise<Figures> {
+async function measure(
+  pki: TestPki,
+  start: (pki: TestPki, hub: Hub) => Promise<AgentProc>,
+  cycles: number,
+): Promise<Figures> {
   let hub = await startGoHub(pki, 'grpc');
   const agent = await start(pki, hub);
   const figures: Figures = { fromExit: [], fromHealthy: [], sockets: 0, knocks: 0 };
@@ -66,8 +80,39 @@ export async function runReconnect(report: Report, pki: TestPki, quick: boolean)
   const ours = await measure(pki, startOurAgent, cycles);
   const subject = 'ours vs Go agent, behind the Go proxy-server (grpc)';
   const baseline = (value: number) => ({ subject: 'Go agent', value });
-  report.add({ section, metric: `server restart: old server exited -> server holds the agent again, median of ${cycles}`, subject, value: median(ours.fromExit), unit: 'ms', baseline: baseline(median(go.fromExit)), target: { text: 'no slower than the Go agent', met: median(ours.fromExit) <= median(go.fromExit) * 1.05 } });
-  report.add({ section, metric: `server restart: new server healthy -> holds the agent, median of ${cycles}`, subject, value: median(ours.fromHealthy), unit: 'ms', baseline: baseline(median(go.fromHealthy)) });
-  report.add({ section, metric: `TCP connections to the server's agent port after ${cycles} restarts`, subject, value: ours.sockets, unit: 'connections', baseline: baseline(go.sockets), target: { text: 'exactly 1', met: ours.sockets === 1 } });
-  report.add({ section, metric: 'connection attempts in the 10 s after the server went away (a server that stays down)', subject, value: ours.knocks, unit: 'attempts', baseline: baseline(go.knocks), note: 'ours: 1/8, 3/8, 7/8 of --sync-interval, then the Go agent\'s x1.5 backoff' });
+  report.add({
+    section,
+    metric: `server restart: old server exited -> server holds the agent again, median of ${cycles}`,
+    subject,
+    value: median(ours.fromExit),
+    unit: 'ms',
+    baseline: baseline(median(go.fromExit)),
+    target: { text: 'no slower than the Go agent', met: median(ours.fromExit) <= median(go.fromExit) * 1.05 },
+  });
+  report.add({
+    section,
+    metric: `server restart: new server healthy -> holds the agent, median of ${cycles}`,
+    subject,
+    value: median(ours.fromHealthy),
+    unit: 'ms',
+    baseline: baseline(median(go.fromHealthy)),
+  });
+  report.add({
+    section,
+    metric: `TCP connections to the server's agent port after ${cycles} restarts`,
+    subject,
+    value: ours.sockets,
+    unit: 'connections',
+    baseline: baseline(go.sockets),
+    target: { text: 'exactly 1', met: ours.sockets === 1 },
+  });
+  report.add({
+    section,
+    metric: 'connection attempts in the 10 s after the server went away (a server that stays down)',
+    subject,
+    value: ours.knocks,
+    unit: 'attempts',
+    baseline: baseline(go.knocks),
+    note: "ours: 1/8, 3/8, 7/8 of --sync-interval, then the Go agent's x1.5 backoff",
+  });
 }

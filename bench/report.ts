@@ -27,9 +27,14 @@ export class Report {
   private readonly started = new Date();
 
   add(row: Omit<Row, 'ratio'>): Row {
-    const full: Row = { ...row, ratio: row.baseline && row.baseline.value !== 0 ? row.value / row.baseline.value : undefined };
+    const full: Row = {
+      ...row,
+      ratio: row.baseline && row.baseline.value !== 0 ? row.value / row.baseline.value : undefined,
+    };
     this.rows.push(full);
-    const base = full.baseline ? `   vs ${full.baseline.subject} ${fmt(full.baseline.value)} (x${fmt(full.ratio!)})` : '';
+    const base = full.baseline
+      ? `   vs ${full.baseline.subject} ${fmt(full.baseline.value)} (x${fmt(full.ratio!)})`
+      : '';
     const target = full.target ? `   target ${full.target.text}: ${full.target.met ? 'met' : 'NOT met'}` : '';
     console.log(`  [${row.section}] ${row.metric} | ${row.subject}: ${fmt(row.value)} ${row.unit}${base}${target}`);
     return full;
@@ -43,14 +48,37 @@ export class Report {
   /** `goReference`: the Go binaries' folder, or why there are none (env.ts goReferenceNote). */
   write(dir: string, args: string[], seconds: number, goReference: { found: boolean; note: string }): void {
     mkdirSync(dir, { recursive: true });
-    const machine = { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memGiB: +(os.totalmem() / 2 ** 30).toFixed(1), node: process.version, kernel: os.release() };
-    const json = { started: this.started.toISOString(), seconds: Math.round(seconds), args, goReference: goReference.found, machine, rows: this.rows, notes: this.notes };
+    const machine = {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model,
+      memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
+      node: process.version,
+      kernel: os.release(),
+    };
+    const json = {
+      started: this.started.toISOString(),
+      seconds: Math.round(seconds),
+      args,
+      goReference: goReference.found,
+      machine,
+      rows: this.rows,
+      notes: this.notes,
+    };
     writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
     writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds, goReference));
-    writeFileSync(join(dir, 'latest.svg'), resultsSvg(this.rows, `spoke-agent bench, ${json.started.slice(0, 10)}: ours against the references`));
+    writeFileSync(
+      join(dir, 'latest.svg'),
+      resultsSvg(this.rows, `spoke-agent bench, ${json.started.slice(0, 10)}: ours against the references`),
+    );
   }
 
-  private markdown(started: string, machine: Record<string, unknown>, args: string[], seconds: number, goReference: { found: boolean; note: string }): string {
+  private markdown(
+    started: string,
+    machine: Record<string, unknown>,
+    args: string[],
+    seconds: number,
+    goReference: { found: boolean; note: string },
+  ): string {
     const lines = [
       '# spoke-agent bench: latest results',
       '',
@@ -62,11 +90,18 @@ export class Report {
     ];
     lines.push('## Targets', '', ...targetsTable(this.rows), '');
     for (const section of [...new Set(this.rows.map((r) => r.section))]) {
-      lines.push(`## ${section}`, '', '| metric | subject | value | baseline | ratio | target |', '|---|---|---:|---|---:|---|');
+      lines.push(
+        `## ${section}`,
+        '',
+        '| metric | subject | value | baseline | ratio | target |',
+        '|---|---|---:|---|---:|---|',
+      );
       for (const r of this.rows.filter((x) => x.section === section)) {
         const base = r.baseline ? `${r.baseline.subject}: ${fmt(r.baseline.value)}` : '';
         const target = r.target ? `${r.target.met ? 'met' : '**not met**'}: ${r.target.text}` : '';
-        lines.push(`| ${r.metric}${r.note ? ` (${r.note})` : ''} | ${r.subject} | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${target} |`);
+        lines.push(
+          `| ${r.metric}${r.note ? ` (${r.note})` : ''} | ${r.subject} | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${target} |`,
+        );
       }
       lines.push('');
     }
@@ -80,7 +115,9 @@ export function targetsTable(rows: readonly Row[]): string[] {
   const out = ['| target | figure | spoke-agent | reference, same run | ratio | met |', '|---|---|---:|---:|---:|---|'];
   for (const r of rows.filter((x) => x.target)) {
     const base = r.baseline ? `${r.baseline.subject}: ${fmt(r.baseline.value)}` : '';
-    out.push(`| ${r.target!.text} | ${r.section}: ${r.metric} [${r.subject}] | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${r.target!.met ? 'met' : '**not met**'} |`);
+    out.push(
+      `| ${r.target!.text} | ${r.section}: ${r.metric} [${r.subject}] | ${fmt(r.value)} ${r.unit} | ${base} | ${r.ratio === undefined ? '' : `x${fmt(r.ratio)}`} | ${r.target!.met ? 'met' : '**not met**'} |`,
+    );
   }
   return out;
 }

@@ -24,7 +24,9 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const unknown = args.filter((a) => a !== '--quick' && !(sections as readonly string[]).includes(a));
 if (unknown.length) {
-  console.error(`bench: unknown argument(s) ${unknown.join(' ')}; usage: npm run bench -- [--quick] [${sections.join('|')} ...]`);
+  console.error(
+    `bench: unknown argument(s) ${unknown.join(' ')}; usage: npm run bench -- [--quick] [${sections.join('|')} ...]`,
+  );
   process.exit(2);
 }
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
@@ -47,7 +49,9 @@ const cleanup = async () => {
 };
 process.once('SIGINT', () => void cleanup().finally(() => process.exit(130)));
 
-console.log(`bench: ${quick ? 'quick, ' : ''}sections ${sections.filter(wanted).join(', ')}; Go reference: ${goReferenceNote}`);
+console.log(
+  `bench: ${quick ? 'quick, ' : ''}sections ${sections.filter(wanted).join(', ')}; Go reference: ${goReferenceNote}`,
+);
 let failed = false;
 const run = async (name: Section, fn: () => Promise<void>) => {
   if (!wanted(name)) return;
@@ -77,7 +81,10 @@ try {
   clearTimeout(watchdog);
 }
 const dir = fileURLToPath(new URL('results/', import.meta.url));
-report.write(dir, args, (performance.now() - started) / 1000, { found: anpBinDir !== undefined, note: goReferenceNote });
+report.write(dir, args, (performance.now() - started) / 1000, {
+  found: anpBinDir !== undefined,
+  note: goReferenceNote,
+});
 console.log(`\ntargets:\n${targetsTable(report.rows).join('\n')}`);
 // README.md's table comes from full runs only: a partial or quick run would not stand for the agent.
 if (!quick && chosen.size === 0) writeReadmeSection();

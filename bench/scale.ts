@@ -48,16 +48,55 @@ export async function runScale(report: Report, pki: TestPki, quick: boolean): Pr
       const openSeconds = (performance.now() - started) / 1000;
       const cpu = agent.proc.cpuSeconds() - cpu0;
       const open = () => agent.metric('konnectivity_network_proxy_agent_open_endpoint_connections');
-      await waitUntilAsync(async () => ((await open()) ?? 0) >= n, 30_000, `${n} open endpoint connections in the agent`, 100);
+      await waitUntilAsync(
+        async () => ((await open()) ?? 0) >= n,
+        30_000,
+        `${n} open endpoint connections in the agent`,
+        100,
+      );
       await idleAfterBurst();
       const rss = agent.proc.rss();
       const heap = (await agent.heapUsed()) ?? 0;
       const target = n === 10_000 ? { text: '<= 120 MiB RSS', met: rss <= 120 * MiB } : undefined;
-      report.add({ section, metric: `agent RSS holding ${n} idle connections`, subject: 'ours', value: rss / MiB, unit: 'MiB', baseline: { subject: 'no connection', value: rss0 / MiB }, target });
-      report.add({ section, metric: `agent heap used holding ${n} idle connections`, subject: 'ours', value: heap / MiB, unit: 'MiB', baseline: { subject: 'no connection', value: heap0 / MiB } });
-      report.add({ section, metric: `agent memory per idle connection (RSS growth / ${n})`, subject: 'ours', value: (rss - rss0) / n / 1024, unit: 'KiB' });
-      report.add({ section, metric: `opening connections ${before + 1} to ${n} (64 in flight)`, subject: 'ours', value: (n - before) / openSeconds, unit: 'dials/s', note: `agent CPU ${cpu.toFixed(1)} s` });
-      report.add({ section, metric: `hub RSS holding ${n} idle connections (for reference)`, subject: 'our hub', value: hub.proc.rss() / MiB, unit: 'MiB' });
+      report.add({
+        section,
+        metric: `agent RSS holding ${n} idle connections`,
+        subject: 'ours',
+        value: rss / MiB,
+        unit: 'MiB',
+        baseline: { subject: 'no connection', value: rss0 / MiB },
+        target,
+      });
+      report.add({
+        section,
+        metric: `agent heap used holding ${n} idle connections`,
+        subject: 'ours',
+        value: heap / MiB,
+        unit: 'MiB',
+        baseline: { subject: 'no connection', value: heap0 / MiB },
+      });
+      report.add({
+        section,
+        metric: `agent memory per idle connection (RSS growth / ${n})`,
+        subject: 'ours',
+        value: (rss - rss0) / n / 1024,
+        unit: 'KiB',
+      });
+      report.add({
+        section,
+        metric: `opening connections ${before + 1} to ${n} (64 in flight)`,
+        subject: 'ours',
+        value: (n - before) / openSeconds,
+        unit: 'dials/s',
+        note: `agent CPU ${cpu.toFixed(1)} s`,
+      });
+      report.add({
+        section,
+        metric: `hub RSS holding ${n} idle connections (for reference)`,
+        subject: 'our hub',
+        value: hub.proc.rss() / MiB,
+        unit: 'MiB',
+      });
     }
   } finally {
     for (const c of conns) c.destroy();

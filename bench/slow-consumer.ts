@@ -23,7 +23,12 @@ function pump(conn: Duplex): { stop: () => void; closedAt: () => number | undefi
   return { stop: () => ((stopped = true), conn.destroy()), closedAt: () => (stopped ? undefined : closedAt) };
 }
 
-export async function runSlowConsumer(report: Report, subjects: Subjects, targets: Targets, quick: boolean): Promise<void> {
+export async function runSlowConsumer(
+  report: Report,
+  subjects: Subjects,
+  targets: Targets,
+  quick: boolean,
+): Promise<void> {
   const section = 'Slow consumer';
   const windowMs = quick ? 3000 : 6000;
   for (const subject of subjects.list(['http-connect'])) {
@@ -51,8 +56,26 @@ export async function runSlowConsumer(report: Report, subjects: Subjects, target
         const at = slow.closedAt();
         const closedAfter = at === undefined ? undefined : (at - slowStart) / 1000;
         slow.stop();
-        report.add({ section, metric: 'healthy upload while another target stops reading', subject: s.name, value: withSlow, unit: 'MiB/s', baseline: { subject: 'same connection alone', value: alone }, note: closedAfter === undefined ? `stalled connection still open after ${windowMs / 1000} s` : `stalled connection closed after ${closedAfter.toFixed(1)} s` });
-        report.add({ section, metric: 'agent peak RSS with the stalled target', subject: s.name, value: rssMax / MiB, unit: 'MiB', baseline: { subject: 'peak RSS, healthy connection alone', value: rssAlone / MiB } });
+        report.add({
+          section,
+          metric: 'healthy upload while another target stops reading',
+          subject: s.name,
+          value: withSlow,
+          unit: 'MiB/s',
+          baseline: { subject: 'same connection alone', value: alone },
+          note:
+            closedAfter === undefined
+              ? `stalled connection still open after ${windowMs / 1000} s`
+              : `stalled connection closed after ${closedAfter.toFixed(1)} s`,
+        });
+        report.add({
+          section,
+          metric: 'agent peak RSS with the stalled target',
+          subject: s.name,
+          value: rssMax / MiB,
+          unit: 'MiB',
+          baseline: { subject: 'peak RSS, healthy connection alone', value: rssAlone / MiB },
+        });
       } finally {
         clearInterval(sampler);
         healthy.stop();

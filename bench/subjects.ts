@@ -5,7 +5,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { anpBinDir, directRoute, hubRoute, startGoAgent, startGoHub, startOurAgent, startOurHub, type AgentProc, type Hub, type Route, type TestPki } from './env.js';
+import {
+  anpBinDir,
+  directRoute,
+  hubRoute,
+  startGoAgent,
+  startGoHub,
+  startOurAgent,
+  startOurHub,
+  type AgentProc,
+  type Hub,
+  type Route,
+  type TestPki,
+} from './env.js';
 
 export type Role = 'direct' | 'ours' | 'go-agent@go-hub' | 'ours@go-hub';
 

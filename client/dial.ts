@@ -94,6 +94,9 @@ export function dialThroughProxy(opts: DialOptions): Promise<Duplex> {
   } catch (err) {
     return Promise.reject(err);
   }
-  if (opts.proxyUds !== undefined && ctx.tls) return Promise.reject(new DialError('proxyUds is plaintext, as the proxy-server serves its Unix socket: no ca, cert or key with it'));
+  if (opts.proxyUds !== undefined && ctx.tls)
+    return Promise.reject(
+      new DialError('proxyUds is plaintext, as the proxy-server serves its Unix socket: no ca, cert or key with it'),
+    );
   return opts.mode === 'grpc' ? dialGrpc(opts, ctx) : dialHttpConnect(opts, ctx);
 }

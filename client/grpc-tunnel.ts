@@ -98,7 +98,10 @@ class GrpcTunnel extends Duplex {
     if (this.finished || this.closeSent) return cb(new Error('tunnel closed'));
     let writable = true;
     for (let at = 0; at < chunk.length; at += maxDataBytes) {
-      writable = this.send({ type: PacketType.DATA, data: { connectID: this.connectID, data: chunk.subarray(at, at + maxDataBytes) } });
+      writable = this.send({
+        type: PacketType.DATA,
+        data: { connectID: this.connectID, data: chunk.subarray(at, at + maxDataBytes) },
+      });
     }
     if (writable) cb();
     else this.call.once('drain', () => cb());
@@ -129,7 +132,10 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   const creds = ctx.tls ? new ProxyTlsCredentials(opts.proxyHost, ctx.tls) : grpc.credentials.createInsecure();
   // A channel of its own per dial, as CreateSingleUseGrpcTunnel does; a 1 MiB window where grpc-go
   // would grow one by itself.
-  const client = new ProxyService(target, creds, { 'grpc.use_local_subchannel_pool': 1, 'grpc-node.flow_control_window': 1 << 20 });
+  const client = new ProxyService(target, creds, {
+    'grpc.use_local_subchannel_pool': 1,
+    'grpc-node.flow_control_window': 1 << 20,
+  });
   const call = (client as unknown as { Proxy(): ProxyCall }).Proxy();
   const random = newRandom();
   const tunnel = new GrpcTunnel(client, call, random, ctx);

@@ -29,17 +29,18 @@ function parseConnectReply(buf: Buffer): ConnectReply | undefined {
 
 export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   const to = opts.proxyUds ?? joinHostPort(opts.proxyHost, opts.proxyPort);
-  const socket: net.Socket = opts.proxyUds !== undefined
-    ? net.connect({ path: opts.proxyUds })
-    : ctx.tls
-    ? tls.connect({
-        host: opts.proxyHost,
-        port: opts.proxyPort,
-        secureContext: ctx.tls,
-        servername: tlsServerName(opts.proxyHost),
-        ALPNProtocols: ['http/1.1'],
-      })
-    : net.connect({ host: opts.proxyHost, port: opts.proxyPort });
+  const socket: net.Socket =
+    opts.proxyUds !== undefined
+      ? net.connect({ path: opts.proxyUds })
+      : ctx.tls
+        ? tls.connect({
+            host: opts.proxyHost,
+            port: opts.proxyPort,
+            secureContext: ctx.tls,
+            servername: tlsServerName(opts.proxyHost),
+            ALPNProtocols: ['http/1.1'],
+          })
+        : net.connect({ host: opts.proxyHost, port: opts.proxyPort });
 
   return new Promise((resolve, reject) => {
     let buf: Buffer = Buffer.alloc(0);

@@ -30,7 +30,10 @@ export class ProxyTlsCredentials extends grpc.ChannelCredentials {
     return {
       connect: (socket: Socket) =>
         new Promise((resolve, reject) => {
-          const tls = tlsConnect({ secureContext: this.secureContext, socket, host, servername: tlsServerName(host), ALPNProtocols: ['h2'] }, () => resolve({ socket: tls, secure: true }));
+          const tls = tlsConnect(
+            { secureContext: this.secureContext, socket, host, servername: tlsServerName(host), ALPNProtocols: ['h2'] },
+            () => resolve({ socket: tls, secure: true }),
+          );
           tls.once('error', reject);
         }),
       waitForReady: () => Promise.resolve(),

@@ -14,7 +14,8 @@ export interface TlsMaterial {
 const maxContexts = 8;
 const contexts = new Map<string, tls.SecureContext>();
 
-const text = (pem: string | Buffer | undefined) => (pem === undefined ? '' : typeof pem === 'string' ? pem : pem.toString('latin1'));
+const text = (pem: string | Buffer | undefined) =>
+  pem === undefined ? '' : typeof pem === 'string' ? pem : pem.toString('latin1');
 
 /** The SecureContext for `material`, built on first use. */
 export function secureContextFor(material: TlsMaterial): tls.SecureContext {

@@ -11,7 +11,13 @@ import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { noRulesHandler } from '../dns/no-rules.js';
 import { dnsFlags } from '../dns/options.js';
 import { dialPolicy } from '../kube/dial-policy.js';
-import { defaultRulesConfigmap, kubeFlags, serviceAccountNamespace, usesKubeApi, validateKubeOptions } from '../kube/options.js';
+import {
+  defaultRulesConfigmap,
+  kubeFlags,
+  serviceAccountNamespace,
+  usesKubeApi,
+  validateKubeOptions,
+} from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
@@ -24,7 +30,13 @@ import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { processMemoryLimit } from './container-memory.js';
 
-export const agentCommandFlags = { ...agentFlags, ...ruleFlags, ...dnsFlags, ...kubeFlags, ...apiServerFlags } satisfies FlagSet;
+export const agentCommandFlags = {
+  ...agentFlags,
+  ...ruleFlags,
+  ...dnsFlags,
+  ...kubeFlags,
+  ...apiServerFlags,
+} satisfies FlagSet;
 
 /** Flags that say which names to serve (or which hub to use): any of them turns `npm start`'s demo off. */
 const demoOffFlags = ['proxy-server-host', 'cluster-name', 'expose', 'rules-file', 'rules-configmap', 'auto-expose'];
@@ -56,21 +68,30 @@ export async function runAgentCommand(argv: string[]): Promise<number> {
   }
 }
 
-async function start(argv: string[], cleanups: Array<() => Promise<void> | void>, shutdown: () => Promise<void>): Promise<number> {
+async function start(
+  argv: string[],
+  cleanups: Array<() => Promise<void> | void>,
+  shutdown: () => Promise<void>,
+): Promise<number> {
   const parsed = parseFlags(agentCommandFlags, argv, process.env);
   const o = parsed.values;
-  if (parsed.positionals.length > 0) throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
+  if (parsed.positionals.length > 0)
+    throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
   const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level, undefined, o.logFormat as LogFormat); // validated as a flag
-  const ignored = Object.values(agentCommandFlags).filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name)).map((f) => `--${f.name}`);
+  const ignored = Object.values(agentCommandFlags)
+    .filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name))
+    .map((f) => `--${f.name}`);
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
   const registry = processRegistry();
 
   // No flag naming names or a hub: `npm start`'s demo (a cluster name, a rule, a page to reach by it).
   // Loaded only then, like the local hub: neither is part of a deployed agent.
-  const demo = demoOffFlags.some((f) => parsed.given.has(f)) ? undefined : await (await import('./demo.js')).startDemo(o, demoOffFlags);
+  const demo = demoOffFlags.some((f) => parsed.given.has(f))
+    ? undefined
+    : await (await import('./demo.js')).startDemo(o, demoOffFlags);
   if (demo) cleanups.push(() => demo.close());
   // The demo's default ports may be taken (5353 by avahi or another agent): it then takes free ones and
   // prints them. A port given on the command line is kept or fails.
@@ -86,7 +107,12 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
 
   // Under cluster-proxy nothing can be set per cluster: the cluster, the namespace and the rules
   // ConfigMap come from what its hub renders and the pod's service account, unless flags say otherwise.
-  const identity = deriveIdentity({ identifiers: o.agentIdentifiers, clusterName: o.clusterName, agentNamespace: o.agentNamespace, serviceAccountNamespace: serviceAccountNamespace() });
+  const identity = deriveIdentity({
+    identifiers: o.agentIdentifiers,
+    clusterName: o.clusterName,
+    agentNamespace: o.agentNamespace,
+    serviceAccountNamespace: serviceAccountNamespace(),
+  });
   for (const { flag, value, from } of identity.derived) log.info({ flag, value, from }, `${flag} not given: derived`);
   if (identity.problem) log.warn(identity.problem);
   Object.assign(o, { clusterName: identity.clusterName, agentNamespace: identity.agentNamespace });
@@ -95,7 +121,11 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   if (apiProblem) throw new UsageError(apiProblem);
   if (!parsed.given.has('rules-configmap')) {
     o.rulesConfigmap = defaultRulesConfigmap(o);
-    if (o.rulesConfigmap !== '') log.info({ configmap: o.rulesConfigmap }, '--rules-configmap not given: watching spoke-agent-rules in the agent\'s namespace (--rules-configmap= turns this off)');
+    if (o.rulesConfigmap !== '')
+      log.info(
+        { configmap: o.rulesConfigmap },
+        "--rules-configmap not given: watching spoke-agent-rules in the agent's namespace (--rules-configmap= turns this off)",
+      );
   }
 
   // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
@@ -108,18 +138,30 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     if (!rules.ok) throw new UsageError(`invalid rules: ${rules.errors.join('; ')}`);
     holder = new withRules.RuleHolder(rules.value);
     try {
-      dns = await withRules.startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) => listen('dns-port', port, bind));
+      dns = await withRules.startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) =>
+        listen('dns-port', port, bind),
+      );
     } catch (err) {
       throw new UsageError(`DNS server: ${(err as Error).message}`);
     }
     cleanups.push(() => dns!.close());
   }
-  const policy = dialPolicy({ kube: o, identifierHosts: identifierHosts(o.agentIdentifiers), rules: holder && dns && { holder, resolveForDial: (h) => withRules!.resolveForDial(dns!.resolver, h) }, registry, log });
+  const policy = dialPolicy({
+    kube: o,
+    identifierHosts: identifierHosts(o.agentIdentifiers),
+    rules: holder && dns && { holder, resolveForDial: (h) => withRules!.resolveForDial(dns!.resolver, h) },
+    registry,
+    log,
+  });
   cleanups.push(() => policy.stop());
 
   // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
-  let targets = o.proxyServerHost.map((h) => (typeof splitHostPort(h) === 'string' ? joinHostPort(h, o.proxyServerPort) : h));
-  const localHub = parsed.given.has('proxy-server-host') ? undefined : await (await import('./local-hub.js')).startLocalHub(log);
+  let targets = o.proxyServerHost.map((h) =>
+    typeof splitHostPort(h) === 'string' ? joinHostPort(h, o.proxyServerPort) : h,
+  );
+  const localHub = parsed.given.has('proxy-server-host')
+    ? undefined
+    : await (await import('./local-hub.js')).startLocalHub(log);
   if (localHub) {
     cleanups.push(() => localHub.close());
     // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
@@ -129,7 +171,14 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   }
   const memoryLimit = processMemoryLimit();
   const identifiers = agentIdentifiers(o.agentIdentifiers, holder?.current);
-  const agent = new Agent(o, targets, { log, registry, resolve: policy.resolve, authorize: policy.authorize, identifiers, memoryLimit });
+  const agent = new Agent(o, targets, {
+    log,
+    registry,
+    resolve: policy.resolve,
+    authorize: policy.authorize,
+    identifiers,
+    memoryLimit,
+  });
 
   // Loaded only when needed: the Kubernetes client (kube/api-client.ts), one for every use of the API.
   const kube = usesKubeApi(o) || servesApi(o) || o.countServerLeases ? await import('../kube/sources.js') : undefined;
@@ -144,13 +193,24 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
   if (guards.metrics) health.protectMetrics(guards.metrics);
-  health.addRoute('/debug/resolve', withRules && dns ? withRules.resolveHandler(dns.resolver) : noRulesHandler, guards.debug);
+  health.addRoute(
+    '/debug/resolve',
+    withRules && dns ? withRules.resolveHandler(dns.resolver) : noRulesHandler,
+    guards.debug,
+  );
   health.addRoute('/debug/rules', withRules && holder ? withRules.rulesHandler(holder) : noRulesHandler, guards.debug);
-  health.addRoute('/debug/queries', withRules && dns ? withRules.queriesHandler(dns.resolver.queryLog) : noRulesHandler, guards.queries);
+  health.addRoute(
+    '/debug/queries',
+    withRules && dns ? withRules.queriesHandler(dns.resolver.queryLog) : noRulesHandler,
+    guards.queries,
+  );
   let healthPort: number;
   try {
     healthPort = (await listen('health-server-port', o.healthServerPort, (port) => health.listen(port))).port;
-    log.info({ port: healthPort }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries');
+    log.info(
+      { port: healthPort },
+      'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries',
+    );
   } catch (err) {
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
@@ -159,8 +219,16 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     // `kubectl exec POD -- ... resolve NAME` explains answers through it with no token (cmd/resolve-command.ts).
     const path = localSocketPath(healthPort);
     await health.listenLocal(path).then(
-      () => log.info({ socket: socketName(path) }, 'health server also on a local socket (the pod\'s processes only, no token needed for /debug)'),
-      (err: Error) => log.warn({ socket: socketName(path), error: err.message }, 'cannot listen on the local socket: resolve in the pod will need a token'),
+      () =>
+        log.info(
+          { socket: socketName(path) },
+          "health server also on a local socket (the pod's processes only, no token needed for /debug)",
+        ),
+      (err: Error) =>
+        log.warn(
+          { socket: socketName(path), error: err.message },
+          'cannot listen on the local socket: resolve in the pod will need a token',
+        ),
     );
   }
   if (o.enableProfiling) {
@@ -172,24 +240,40 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
     addProfilingRoutes(admin, log, guards.debug);
     try {
       const addr = await admin.listen();
-      log.info({ address: addr.address, port: addr.port }, 'admin server listening: /debug/pprof/profile?seconds=N (CPU profile), /debug/pprof/heap (heap snapshot)');
+      log.info(
+        { address: addr.address, port: addr.port },
+        'admin server listening: /debug/pprof/profile?seconds=N (CPU profile), /debug/pprof/heap (heap snapshot)',
+      );
     } catch (err) {
-      throw new UsageError(`cannot listen on --admin-bind-address ${o.adminBindAddress} --admin-server-port ${o.adminServerPort}: ${(err as Error).message}`);
+      throw new UsageError(
+        `cannot listen on --admin-bind-address ${o.adminBindAddress} --admin-server-port ${o.adminServerPort}: ${(err as Error).message}`,
+      );
     }
     cleanups.push(() => admin.close());
   }
   if (servesApi(o) && holder && dns) {
     // kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does.
     const { startApiServer } = await import('../apiserver/setup.js');
-    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry, client }).catch((err: Error) => {
-      throw new UsageError(err.message);
-    });
+    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry, client }).catch(
+      (err: Error) => {
+        throw new UsageError(err.message);
+      },
+    );
     cleanups.push(() => api.close());
   }
 
   if (kube && o.countServerLeases) {
     try {
-      cleanups.push(kube.startLeaseCounting({ agent: o, kube: o, client, onCount: (n) => agent.clients.setLeaseCount(n), log, registry }));
+      cleanups.push(
+        kube.startLeaseCounting({
+          agent: o,
+          kube: o,
+          client,
+          onCount: (n) => agent.clients.setLeaseCount(n),
+          log,
+          registry,
+        }),
+      );
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
@@ -206,18 +290,38 @@ async function start(argv: string[], cleanups: Array<() => Promise<void> | void>
   cleanups.push(() => agent.stop());
   // Give back what start-up and bursts of work grew, once the agent is quiet (observability/idle-memory.ts).
   cleanups.push(releaseMemoryWhenIdle());
-  log.info({ agentID: agent.agentID, targets, identifiers, memoryLimit: memoryLimit ?? 'none', heapLimit: getHeapStatistics().heap_size_limit, bufferBudget: agent.budget.limit }, 'spoke-agent started');
+  log.info(
+    {
+      agentID: agent.agentID,
+      targets,
+      identifiers,
+      memoryLimit: memoryLimit ?? 'none',
+      heapLimit: getHeapStatistics().heap_size_limit,
+      bufferBudget: agent.budget.limit,
+    },
+    'spoke-agent started',
+  );
   if (localHub) {
-    const lines = demo && dns
-      ? demo.lines({ httpConnectPort: localHub.ports.httpConnect, dns: dns.listening, health: { host: o.healthServerHost, port: healthPort } })
-      : localHub.tunnelLines(holder ? undefined : joinHostPort('127.0.0.1', healthPort));
+    const lines =
+      demo && dns
+        ? demo.lines({
+            httpConnectPort: localHub.ports.httpConnect,
+            dns: dns.listening,
+            health: { host: o.healthServerHost, port: healthPort },
+          })
+        : localHub.tunnelLines(holder ? undefined : joinHostPort('127.0.0.1', healthPort));
     localHub.announce(agent.agentID, lines);
   }
   return waitForSignals(agent, o.drainTimeout, log, shutdown);
 }
 
 /** First SIGTERM/SIGINT drains (DRAIN sent, in-flight connections finish); a second exits at once. */
-function waitForSignals(agent: Agent, drainTimeoutMs: number, log: Logger, shutdown: () => Promise<void>): Promise<number> {
+function waitForSignals(
+  agent: Agent,
+  drainTimeoutMs: number,
+  log: Logger,
+  shutdown: () => Promise<void>,
+): Promise<number> {
   return new Promise((resolve) => {
     let firstAt = 0;
     const onSignal = (signal: NodeJS.Signals) => {
@@ -229,7 +333,10 @@ function waitForSignals(agent: Agent, drainTimeoutMs: number, log: Logger, shutd
         process.exit(1);
       }
       firstAt = Date.now();
-      log.info({ signal, drainTimeoutMs }, 'draining: DRAIN sent to every proxy-server, waiting for in-flight connections');
+      log.info(
+        { signal, drainTimeoutMs },
+        'draining: DRAIN sent to every proxy-server, waiting for in-flight connections',
+      );
       agent
         .drain(drainTimeoutMs)
         .then(shutdown)

@@ -13,7 +13,11 @@ import { deferClientNodeExtras, httpWithoutUndici } from './bundle-plugins.js';
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const dist = join(repoRoot, 'dist');
 
-execFileSync(process.execPath, [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--noEmit'], { cwd: repoRoot, stdio: 'inherit' });
+execFileSync(
+  process.execPath,
+  [join(repoRoot, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json', '--noEmit'],
+  { cwd: repoRoot, stdio: 'inherit' },
+);
 rmSync(dist, { recursive: true, force: true });
 await build({
   absWorkingDir: repoRoot,
@@ -32,7 +36,9 @@ await build({
   // node_modules, and @kubernetes/client-node bundled costs 13 MiB less RSS than loaded from there.
   external: ['*.node'],
   // The CommonJS dependencies (grpc-js, pino, prom-client) call require() for Node's modules.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+  },
   plugins: [deferClientNodeExtras(join(repoRoot, 'kube/deferred-modules.ts')), httpWithoutUndici()],
   logLevel: 'warning',
 });

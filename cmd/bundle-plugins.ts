@@ -24,12 +24,15 @@ const importers = /[\\/]@kubernetes[\\/]client-node[\\/]dist[\\/][^\\/]+\.js$/;
 /** The names `importer` takes from `specifier`; each must be among `exported` when that is known. */
 function namesImported(importerSource: string, specifier: string, exported: string[] | undefined): string[] {
   const quoted = specifier.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
-  const statements = [...importerSource.matchAll(new RegExp(`import\\s+([^;]+?)\\s+from\\s+['"]${quoted}['"]`, 'g'))].map((m) => m[1]!);
+  const statements = [
+    ...importerSource.matchAll(new RegExp(`import\\s+([^;]+?)\\s+from\\s+['"]${quoted}['"]`, 'g')),
+  ].map((m) => m[1]!);
   if (statements.length === 0) throw new Error(`deferred import of ${specifier}: no import statement found`);
   const names = new Set<string>();
   for (const clause of statements) {
     const namespace = /\*\s+as\s+(\w+)/.exec(clause)?.[1];
-    if (namespace) for (const m of importerSource.matchAll(new RegExp(`\\b${namespace}\\.(\\w+)`, 'g'))) names.add(m[1]!);
+    if (namespace)
+      for (const m of importerSource.matchAll(new RegExp(`\\b${namespace}\\.(\\w+)`, 'g'))) names.add(m[1]!);
     for (const m of (/\{([^}]*)\}/.exec(clause)?.[1] ?? '').split(',')) {
       const name = m.trim().split(/\s+as\s+/)[0];
       if (name) names.add(name);
@@ -45,12 +48,23 @@ export function deferClientNodeExtras(runtime: string): Plugin {
   return {
     name: 'defer-client-node-extras',
     setup(build) {
-      build.onResolve({ filter: new RegExp(`^(${[...deferred, ...unbundled].map((d) => d.replace(/[./]/g, '\\$&')).join('|')})$`) }, async (args) => {
-        if (!importers.test(args.importer) || args.pluginData === 'real') return undefined;
-        const real = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: 'real' });
-        if (real.errors.length) return { errors: real.errors };
-        return { path: `${args.path} for ${args.importer}`, namespace: 'deferred', pluginData: { specifier: args.path, importer: args.importer, real: real.path } };
-      });
+      build.onResolve(
+        { filter: new RegExp(`^(${[...deferred, ...unbundled].map((d) => d.replace(/[./]/g, '\\$&')).join('|')})$`) },
+        async (args) => {
+          if (!importers.test(args.importer) || args.pluginData === 'real') return undefined;
+          const real = await build.resolve(args.path, {
+            kind: args.kind,
+            resolveDir: args.resolveDir,
+            pluginData: 'real',
+          });
+          if (real.errors.length) return { errors: real.errors };
+          return {
+            path: `${args.path} for ${args.importer}`,
+            namespace: 'deferred',
+            pluginData: { specifier: args.path, importer: args.importer, real: real.path },
+          };
+        },
+      );
       build.onLoad({ filter: /.*/, namespace: 'deferred' }, async (args) => {
         const { specifier, importer, real } = args.pluginData as { specifier: string; importer: string; real: string };
         const inBundle = deferred.includes(specifier);
@@ -60,9 +74,13 @@ export function deferClientNodeExtras(runtime: string): Plugin {
         const local = (n: string) => `d_${n}`;
         const contents = [
           `import { deferModule, notLoaded } from ${JSON.stringify(runtime)};`,
-          ...names.map((n) => `let ${local(n)} = notLoaded(${JSON.stringify(specifier)}, ${JSON.stringify(n)}, ${inBundle});`),
+          ...names.map(
+            (n) => `let ${local(n)} = notLoaded(${JSON.stringify(specifier)}, ${JSON.stringify(n)}, ${inBundle});`,
+          ),
           `export { ${names.map((n) => `${local(n)} as ${n}`).join(', ')} };`,
-          inBundle ? `deferModule(${JSON.stringify(specifier)}, async () => { const m = await import(${JSON.stringify(real)}); ${names.map((n) => `${local(n)} = m.${n};`).join(' ')} });` : '',
+          inBundle
+            ? `deferModule(${JSON.stringify(specifier)}, async () => { const m = await import(${JSON.stringify(real)}); ${names.map((n) => `${local(n)} = m.${n};`).join(' ')} });`
+            : '',
         ].join('\n');
         return { contents, loader: 'js', resolveDir: dirname(real) };
       });
@@ -81,11 +99,16 @@ export function httpWithoutUndici(): Plugin {
   return {
     name: 'http-without-undici',
     setup(build) {
-      build.onResolve({ filter: /^(node:)?http$/ }, (args) => (modules.includes(args.path) ? { path: 'node:http', namespace: 'builtin-http' } : undefined));
+      build.onResolve({ filter: /^(node:)?http$/ }, (args) =>
+        modules.includes(args.path) ? { path: 'node:http', namespace: 'builtin-http' } : undefined,
+      );
       build.onLoad({ filter: /.*/, namespace: 'builtin-http' }, () => {
         const http = process.getBuiltinModule('node:http');
         const plain = Object.keys(http).filter((k) => !Object.getOwnPropertyDescriptor(http, k)?.get);
-        return { contents: `const http = process.getBuiltinModule('node:http');\nexport default http;\nexport const { ${plain.join(', ')} } = http;\n`, loader: 'js' };
+        return {
+          contents: `const http = process.getBuiltinModule('node:http');\nexport default http;\nexport const { ${plain.join(', ')} } = http;\n`,
+          loader: 'js',
+        };
       });
     },
   };

@@ -1,8 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { containerMemoryLimit, heapFlags, heapSizedByOperator, limitFiles, memoryCgroupPaths, parseCgroupMemoryLimit } from './container-memory.js';
+import {
+  containerMemoryLimit,
+  heapFlags,
+  heapSizedByOperator,
+  limitFiles,
+  memoryCgroupPaths,
+  parseCgroupMemoryLimit,
+} from './container-memory.js';
 
 const v2Only = '0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope\n';
-const v1 = ['12:pids:/kubepods/burstable/pod1/abc', '4:memory:/kubepods/burstable/pod1/abc', '3:cpu,cpuacct:/kubepods/burstable/pod1/abc', '1:name=systemd:/kubepods/burstable/pod1/abc', ''].join('\n');
+const v1 = [
+  '12:pids:/kubepods/burstable/pod1/abc',
+  '4:memory:/kubepods/burstable/pod1/abc',
+  '3:cpu,cpuacct:/kubepods/burstable/pod1/abc',
+  '1:name=systemd:/kubepods/burstable/pod1/abc',
+  '',
+].join('\n');
 const hybrid = '4:memory:/process_api/6e67\n1:name=systemd:/\n0::/\n';
 
 describe('parseCgroupMemoryLimit', () => {
@@ -20,14 +33,19 @@ describe('parseCgroupMemoryLimit', () => {
 
 describe('where the limit is', () => {
   it('finds the memory cgroup of v2, v1 and hybrid hierarchies', () => {
-    expect(memoryCgroupPaths(v2Only)).toEqual({ v2: '/kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope' });
+    expect(memoryCgroupPaths(v2Only)).toEqual({
+      v2: '/kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope',
+    });
     expect(memoryCgroupPaths(v1)).toEqual({ v1: '/kubepods/burstable/pod1/abc' });
     expect(memoryCgroupPaths(hybrid)).toEqual({ v1: '/process_api/6e67', v2: '/' });
   });
 
   it('looks in the own cgroup, then at the mount root (a container sees its own cgroup there)', () => {
     expect(limitFiles('0::/\n')).toEqual(['/sys/fs/cgroup/memory.max']);
-    expect(limitFiles(v1)).toEqual(['/sys/fs/cgroup/memory/kubepods/burstable/pod1/abc/memory.limit_in_bytes', '/sys/fs/cgroup/memory/memory.limit_in_bytes']);
+    expect(limitFiles(v1)).toEqual([
+      '/sys/fs/cgroup/memory/kubepods/burstable/pod1/abc/memory.limit_in_bytes',
+      '/sys/fs/cgroup/memory/memory.limit_in_bytes',
+    ]);
   });
 
   it('takes the smallest limit among the files that exist', () => {
@@ -39,7 +57,11 @@ describe('where the limit is', () => {
     };
     expect(containerMemoryLimit((p) => files[p])).toBe(256 << 20);
     // A v1 container whose cgroup is bind-mounted at the root: its own path does not exist there.
-    expect(containerMemoryLimit((p) => ({ '/proc/self/cgroup': v1, '/sys/fs/cgroup/memory/memory.limit_in_bytes': '134217728' })[p])).toBe(128 << 20);
+    expect(
+      containerMemoryLimit(
+        (p) => ({ '/proc/self/cgroup': v1, '/sys/fs/cgroup/memory/memory.limit_in_bytes': '134217728' })[p],
+      ),
+    ).toBe(128 << 20);
     expect(containerMemoryLimit(() => undefined)).toBeUndefined();
   });
 });

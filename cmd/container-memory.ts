@@ -34,7 +34,8 @@ export function limitFiles(procSelfCgroup: string, root = '/sys/fs/cgroup'): str
   const { v2, v1 } = memoryCgroupPaths(procSelfCgroup);
   const files: string[] = [];
   if (v2 !== undefined) files.push(`${root}${v2.replace(/\/$/, '')}/memory.max`, `${root}/memory.max`);
-  if (v1 !== undefined) files.push(`${root}/memory${v1.replace(/\/$/, '')}/memory.limit_in_bytes`, `${root}/memory/memory.limit_in_bytes`);
+  if (v1 !== undefined)
+    files.push(`${root}/memory${v1.replace(/\/$/, '')}/memory.limit_in_bytes`, `${root}/memory/memory.limit_in_bytes`);
   return [...new Set(files)];
 }
 
@@ -77,7 +78,9 @@ export function heapFlags(limit: number): string[] {
 
 /** Whether the operator already sized the heap (command line or NODE_OPTIONS): then it is left alone. */
 export function heapSizedByOperator(execArgv: readonly string[], nodeOptions = ''): boolean {
-  return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) => /^--max-(old|semi)-space-size/.test(a.replace(/_/g, '-')));
+  return [...execArgv, ...nodeOptions.split(/\s+/)].some((a) =>
+    /^--max-(old|semi)-space-size/.test(a.replace(/_/g, '-')),
+  );
 }
 
 /**
@@ -90,8 +93,14 @@ export function sizeHeapForContainer(): void {
   if (limit === undefined || heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS)) return;
   if (typeof process.execve !== 'function') return;
   try {
-    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...heapFlags(limit), ...process.argv.slice(1)], process.env);
+    process.execve(
+      process.execPath,
+      [process.execPath, ...process.execArgv, ...heapFlags(limit), ...process.argv.slice(1)],
+      process.env,
+    );
   } catch (err) {
-    process.stderr.write(`spoke-agent: cannot re-execute with a heap sized for the ${limit}-byte memory limit, going on with Node's: ${(err as Error).message}\n`);
+    process.stderr.write(
+      `spoke-agent: cannot re-execute with a heap sized for the ${limit}-byte memory limit, going on with Node's: ${(err as Error).message}\n`,
+    );
   }
 }

@@ -28,15 +28,23 @@ export interface DemoListeners {
 
 /** Serves the page, writes the rules file and points the options at both. */
 /** `offFlags`: the flags that turn the demo off (the agent command decides), named in the printed lines. */
-export async function startDemo(o: { clusterName: string; rulesFile: string }, offFlags: readonly string[]): Promise<Demo> {
+export async function startDemo(
+  o: { clusterName: string; rulesFile: string },
+  offFlags: readonly string[],
+): Promise<Demo> {
   const server = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
-    res.end(`Hello from the spoke-agent demo page: you reached ${req.headers.host ?? demoName} through the hub, the tunnel and the agent.\n`);
+    res.end(
+      `Hello from the spoke-agent demo page: you reached ${req.headers.host ?? demoName} through the hub, the tunnel and the agent.\n`,
+    );
   });
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
   const dir = mkdtempSync(join(tmpdir(), 'spoke-agent-demo-'));
   const rulesFile = join(dir, 'rules.yaml');
-  writeFileSync(rulesFile, `# npm start's demo: the page served in process, answered with its loopback address.\nstatic:\n  - name: ${demoName}\n    target: 127.0.0.1\n`);
+  writeFileSync(
+    rulesFile,
+    `# npm start's demo: the page served in process, answered with its loopback address.\nstatic:\n  - name: ${demoName}\n    target: 127.0.0.1\n`,
+  );
   o.clusterName = demoCluster;
   o.rulesFile = rulesFile;
   const pagePort = (server.address() as AddressInfo).port;
@@ -51,7 +59,8 @@ export async function startDemo(o: { clusterName: string; rulesFile: string }, o
 }
 
 /** An address a client on this machine can reach a listener bound to `bound` at. */
-const reachable = (bound: string) => (bound === '0.0.0.0' || bound === '' ? '127.0.0.1' : bound === '::' ? '::1' : bound);
+const reachable = (bound: string) =>
+  bound === '0.0.0.0' || bound === '' ? '127.0.0.1' : bound === '::' ? '::1' : bound;
 
 function demoLines(pagePort: number, rulesFile: string, at: DemoListeners, offFlags: readonly string[]): string[] {
   const dnsServer = reachable(at.dns.address);

@@ -22,7 +22,9 @@ function agent(port: number, creds = grpc.credentials.createInsecure()) {
   const client = new AgentService(`localhost:${port}`, creds, { 'grpc.use_local_subchannel_pool': 1 });
   const md = new grpc.Metadata();
   md.set('agentID', 'cli-test');
-  const call = (client as unknown as { Connect(md: grpc.Metadata): grpc.ClientDuplexStream<OutPacket, Packet> }).Connect(md);
+  const call = (
+    client as unknown as { Connect(md: grpc.Metadata): grpc.ClientDuplexStream<OutPacket, Packet> }
+  ).Connect(md);
   call.on('error', () => {});
   const conns = new Map<string, net.Socket>();
   call.on('data', (pkt: Packet) => {
@@ -53,23 +55,45 @@ function io() {
 }
 
 describe('spoke-agent dial', () => {
-  it.each(['grpc', 'http-connect'] as const)('pipes stdin and stdout through the tunnel with --mode=%s and mTLS', async (mode) => {
-    const pki = makePki();
-    const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: 0, agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert), frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert) });
-    cleanups.push(() => hub.close());
-    const echo = await startEchoServer();
-    cleanups.push(() => echo.close());
-    agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
-    await hub.waitForAgent();
-    const t = io();
-    const port = mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!;
-    const code = runDialCommand([`--mode=${mode}`, '--proxy-host=localhost', `--proxy-port=${port}`, `--ca-cert=${pki.caCert}`, `--client-cert=${pki.clientCert}`, `--client-key=${pki.clientKey}`, '--verbose', '--close-on-eof', echo.address], t.io);
-    t.stdin.write('ping\n');
-    await expect.poll(() => t.out()).toBe('ping\n');
-    t.stdin.end();
-    expect(await code).toBe(0);
-    expect(t.err()).toMatch(/established/);
-  });
+  it.each(['grpc', 'http-connect'] as const)(
+    'pipes stdin and stdout through the tunnel with --mode=%s and mTLS',
+    async (mode) => {
+      const pki = makePki();
+      const hub = await ProxyHub.start({
+        agentPort: 0,
+        serverPort: 0,
+        httpConnectPort: 0,
+        agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+        frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+      });
+      cleanups.push(() => hub.close());
+      const echo = await startEchoServer();
+      cleanups.push(() => echo.close());
+      agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
+      await hub.waitForAgent();
+      const t = io();
+      const port = mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!;
+      const code = runDialCommand(
+        [
+          `--mode=${mode}`,
+          '--proxy-host=localhost',
+          `--proxy-port=${port}`,
+          `--ca-cert=${pki.caCert}`,
+          `--client-cert=${pki.clientCert}`,
+          `--client-key=${pki.clientKey}`,
+          '--verbose',
+          '--close-on-eof',
+          echo.address,
+        ],
+        t.io,
+      );
+      t.stdin.write('ping\n');
+      await expect.poll(() => t.out()).toBe('ping\n');
+      t.stdin.end();
+      expect(await code).toBe(0);
+      expect(t.err()).toMatch(/established/);
+    },
+  );
 
   it('reaches a gRPC frontend over TLS by IP, the IP checked against the certificate, without a DEP0123 warning', async () => {
     const warnings: string[] = [];
@@ -77,7 +101,13 @@ describe('spoke-agent dial', () => {
     process.on('warning', onWarning);
     cleanups.push(() => process.off('warning', onWarning));
     const pki = makePki();
-    const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null, agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert), frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert) });
+    const hub = await ProxyHub.start({
+      agentPort: 0,
+      serverPort: 0,
+      httpConnectPort: null,
+      agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+      frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+    });
     cleanups.push(() => hub.close());
     const echo = await startEchoServer();
     cleanups.push(() => echo.close());
@@ -85,17 +115,30 @@ describe('spoke-agent dial', () => {
     await hub.waitForAgent();
     const tls = [`--ca-cert=${pki.caCert}`, `--client-cert=${pki.clientCert}`, `--client-key=${pki.clientKey}`];
     const t = io();
-    const code = runDialCommand(['--proxy-host=127.0.0.1', `--proxy-port=${hub.ports.server}`, ...tls, '--close-on-eof', echo.address], t.io);
+    const code = runDialCommand(
+      ['--proxy-host=127.0.0.1', `--proxy-port=${hub.ports.server}`, ...tls, '--close-on-eof', echo.address],
+      t.io,
+    );
     t.stdin.write('by IP\n');
     await expect.poll(() => t.out(), { message: t.err() }).toBe('by IP\n');
     t.stdin.end();
     expect(await code).toBe(0);
     // A certificate without the IP is refused: the IP is what is checked.
     const [otherCert, otherKey] = pki.issue('named-only', { serverNames: ['localhost'] });
-    const named = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null, frontendTls: readPair(otherCert, otherKey, pki.caCert) });
+    const named = await ProxyHub.start({
+      agentPort: 0,
+      serverPort: 0,
+      httpConnectPort: null,
+      frontendTls: readPair(otherCert, otherKey, pki.caCert),
+    });
     cleanups.push(() => named.close());
     const refused = io();
-    expect(await runDialCommand(['--proxy-host=127.0.0.1', `--proxy-port=${named.ports.server}`, ...tls, '--dial-timeout=3s', echo.address], refused.io)).toBe(1);
+    expect(
+      await runDialCommand(
+        ['--proxy-host=127.0.0.1', `--proxy-port=${named.ports.server}`, ...tls, '--dial-timeout=3s', echo.address],
+        refused.io,
+      ),
+    ).toBe(1);
     expect(refused.err()).toMatch(/IP: 127\.0\.0\.1 is not in the cert's list/);
     await new Promise((r) => setTimeout(r, 50));
     expect(warnings.filter((w) => w.startsWith('DEP0123'))).toEqual([]);
@@ -105,9 +148,14 @@ describe('spoke-agent dial', () => {
     const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, httpConnectPort: null });
     cleanups.push(() => hub.close());
     const t = io();
-    const code = await runDialCommand(['--proxy-host=127.0.0.1', `--proxy-port=${hub.ports.server}`, '127.0.0.1:9'], t.io);
+    const code = await runDialCommand(
+      ['--proxy-host=127.0.0.1', `--proxy-port=${hub.ports.server}`, '127.0.0.1:9'],
+      t.io,
+    );
     expect(code).toBe(1);
-    expect(t.err()).toBe(`spoke-agent dial: failed to dial 127.0.0.1:9 through 127.0.0.1:${hub.ports.server}: No agent available\n`);
+    expect(t.err()).toBe(
+      `spoke-agent dial: failed to dial 127.0.0.1:9 through 127.0.0.1:${hub.ports.server}: No agent available\n`,
+    );
   });
 
   it('exits 2 on bad usage', async () => {

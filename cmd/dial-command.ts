@@ -7,16 +7,31 @@ import { defaultDialTimeoutMs, dialThroughProxy, type DialEvent } from '../clien
 
 export const dialFlags = {
   mode: str('mode', 'grpc', "Mode can be either 'grpc' or 'http-connect'.", {
-    validate: (v) => (v === 'grpc' || v === 'http-connect' ? undefined : `mode must be set to either 'grpc' or 'http-connect' not "${v}"`),
+    validate: (v) =>
+      v === 'grpc' || v === 'http-connect'
+        ? undefined
+        : `mode must be set to either 'grpc' or 'http-connect' not "${v}"`,
   }),
   proxyHost: str('proxy-host', 'localhost', 'The host of the proxy server.'),
-  proxyPort: int('proxy-port', 8090, 'The port the proxy server is listening on (the gRPC or the HTTP CONNECT frontend, per --mode).'),
-  proxyUds: str('proxy-uds', '', "The UDS name to connect to (the proxy server's --uds-name) instead of --proxy-host and --proxy-port; plaintext."),
+  proxyPort: int(
+    'proxy-port',
+    8090,
+    'The port the proxy server is listening on (the gRPC or the HTTP CONNECT frontend, per --mode).',
+  ),
+  proxyUds: str(
+    'proxy-uds',
+    '',
+    "The UDS name to connect to (the proxy server's --uds-name) instead of --proxy-host and --proxy-port; plaintext.",
+  ),
   caCert: str('ca-cert', '', 'If non-empty, the CA that signs the proxy server certificate; turns TLS on.'),
   clientCert: str('client-cert', '', 'If non-empty, secure communication with this cert (mTLS).'),
   clientKey: str('client-key', '', 'If non-empty, secure communication with this key (mTLS).'),
   dialTimeout: duration('dial-timeout', defaultDialTimeoutMs, 'How long to wait for the agent to dial.'),
-  closeOnEof: bool('close-on-eof', false, 'Close the connection when stdin ends (the protocol has no half-close, so the reply may be cut short).'),
+  closeOnEof: bool(
+    'close-on-eof',
+    false,
+    'Close the connection when stdin ends (the protocol has no half-close, so the reply may be cut short).',
+  ),
   verbose: bool('verbose', false, 'Print timings and packets to stderr.'),
   help: bool('help', false, 'Show this help.'),
 };
@@ -64,7 +79,11 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
   }
   if (positionals.length !== 1 || !/:\d+$/.test(positionals[0]!)) return fail(2, 'expected one HOST:PORT to dial');
   if ((o.clientCert === '') !== (o.clientKey === '')) return fail(2, '--client-cert and --client-key go together');
-  if (o.proxyUds !== '' && (o.caCert !== '' || o.clientCert !== '')) return fail(2, '--proxy-uds is plaintext, as the proxy server serves it: no --ca-cert, --client-cert or --client-key with it');
+  if (o.proxyUds !== '' && (o.caCert !== '' || o.clientCert !== ''))
+    return fail(
+      2,
+      '--proxy-uds is plaintext, as the proxy server serves it: no --ca-cert, --client-cert or --client-key with it',
+    );
 
   let pem: { ca?: Buffer; cert?: Buffer; key?: Buffer };
   try {
@@ -88,7 +107,10 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
       onEvent: o.verbose ? (e) => io.stderr.write(`${formatEvent(e)}\n`) : undefined,
     });
   } catch (err) {
-    return fail(1, `failed to dial ${positionals[0]} through ${o.proxyUds || `${o.proxyHost}:${o.proxyPort}`}: ${(err as Error).message}`);
+    return fail(
+      1,
+      `failed to dial ${positionals[0]} through ${o.proxyUds || `${o.proxyHost}:${o.proxyPort}`}: ${(err as Error).message}`,
+    );
   }
 
   const conn = tunnel;

@@ -32,7 +32,9 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
     return 2;
   }
   if (values.help) {
-    process.stdout.write(`Usage: spoke-agent dns [flags]\n\nRuns the DNS server alone (e.g. as a sidecar).\n\nFlags:\n${usage(dnsCommandFlags)}\n`);
+    process.stdout.write(
+      `Usage: spoke-agent dns [flags]\n\nRuns the DNS server alone (e.g. as a sidecar).\n\nFlags:\n${usage(dnsCommandFlags)}\n`,
+    );
     return 0;
   }
   if (values.clusterName === '') {

@@ -24,7 +24,8 @@ const groups: Array<{ title: string; flags: FlagSet }> = [
 ];
 
 // Help texts hold `<cluster>`, `NAMESPACE/*` and `a|b`: literal in a table cell only when escaped.
-const cell = (text: string) => text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\*/g, '\\*').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+const cell = (text: string) =>
+  text.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/\*/g, '\\*').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 function row(f: Flag): string {
   const def = shownDefault(f);
@@ -43,7 +44,11 @@ function flagsMarkdown(): string {
     const all = Object.values(flags);
     out.push(`#### ${title}`, '', ...table(all.filter((f) => !f.ignored)), '');
     const ignored = all.filter((f) => f.ignored);
-    if (ignored.length) out.push(`Accepted for drop-in compatibility with the Go agent, parsed and validated, no effect: ${ignored.map((f) => `\`--${f.name}\``).join(', ')}.`, '');
+    if (ignored.length)
+      out.push(
+        `Accepted for drop-in compatibility with the Go agent, parsed and validated, no effect: ${ignored.map((f) => `\`--${f.name}\``).join(', ')}.`,
+        '',
+      );
   }
   out.push('#### `spoke-agent dial` (`cmd/dial-command.ts`)', '', ...table(Object.values(dialFlags)), '');
   out.push('#### `spoke-agent queries` (`cmd/queries-command.ts`)', '', ...table(Object.values(queriesFlags)));

@@ -32,7 +32,11 @@ export async function startLocalHub(log: Logger): Promise<LocalHub> {
     writeFileSync(path, pem, { mode: 0o600 });
     return path;
   };
-  const agentCredentials = { caCert: file('ca.crt', pki.ca.cert), agentCert: file('agent.crt', pki.client.cert), agentKey: file('agent.key', pki.client.key) };
+  const agentCredentials = {
+    caCert: file('ca.crt', pki.ca.cert),
+    agentCert: file('agent.crt', pki.client.cert),
+    agentKey: file('agent.key', pki.client.key),
+  };
   const hub = await ProxyHub.start({
     host: '127.0.0.1',
     agentPort: 0,
@@ -43,7 +47,10 @@ export async function startLocalHub(log: Logger): Promise<LocalHub> {
     log: log.child({ component: 'local-hub' }),
   });
   const [agent, server, httpConnect] = [hub.ports.agent!, hub.ports.server!, hub.ports.httpConnect!]; // all three were asked for
-  log.info({ agentPort: agent, grpcFrontendPort: server, httpConnectPort: httpConnect }, 'no --proxy-server-host given: started a local hub on 127.0.0.1');
+  log.info(
+    { agentPort: agent, grpcFrontendPort: server, httpConnectPort: httpConnect },
+    'no --proxy-server-host given: started a local hub on 127.0.0.1',
+  );
   return {
     agentTarget: `localhost:${agent}`,
     agentCredentials,

@@ -11,13 +11,21 @@ import { refusalReason } from './debug-refusal.js';
 
 export const queriesFlags = {
   watch: bool('watch', false, 'After the queries held, follow new ones as they come (-w).'),
-  fieldSelector: str('field-selector', '', 'Only the queries that match, e.g. rcode=NXDOMAIN,client=10.0.3.7 (fields: name, type, client, transport, rcode, source, rule).'),
-  output: str('output', 'text', 'text: one aligned line a query; json: the agent\'s JSON, one object a line (for jq).', {
+  fieldSelector: str(
+    'field-selector',
+    '',
+    'Only the queries that match, e.g. rcode=NXDOMAIN,client=10.0.3.7 (fields: name, type, client, transport, rcode, source, rule).',
+  ),
+  output: str('output', 'text', "text: one aligned line a query; json: the agent's JSON, one object a line (for jq).", {
     validate: (v) => (['text', 'json'].includes(v) ? undefined : `must be text or json, got "${v}"`),
   }),
   healthServerHost: str('health-server-host', '127.0.0.1', 'Where the agent serves /debug/queries.'),
   healthServerPort: agentFlags.healthServerPort,
-  tokenFile: str('token-file', '', 'A bearer token for /debug/queries when the agent checks one (--debug-auth): allowed to "get" /debug/spoke-agent/queries.'),
+  tokenFile: str(
+    'token-file',
+    '',
+    'A bearer token for /debug/queries when the agent checks one (--debug-auth): allowed to "get" /debug/spoke-agent/queries.',
+  ),
   help: bool('help', false, 'Show this help.'),
 };
 
@@ -32,7 +40,16 @@ export const queryHeader = line(['TIME', 'CLIENT', 'PROTO', 'TYPE', 'RCODE', 'QU
 export function queryLine(q: ShownQuery): string {
   const latency = q.ms !== undefined ? `${q.ms}ms` : q.cached ? 'cached' : '-';
   const client = q.client.includes(':') ? `[${q.client}]:${q.clientPort}` : `${q.client}:${q.clientPort}`;
-  return line([q.time.slice(11), client, q.transport, q.type || '-', q.rcode, q.name || '<none>', q.rule ?? '-', latency]);
+  return line([
+    q.time.slice(11),
+    client,
+    q.transport,
+    q.type || '-',
+    q.rcode,
+    q.name || '<none>',
+    q.rule ?? '-',
+    latency,
+  ]);
 }
 
 class Refused extends Error {}
@@ -45,10 +62,18 @@ async function request(url: string, token: string | undefined, signal?: AbortSig
   return res;
 }
 
-export async function runQueriesCommand(argv: string[], out: NodeJS.WritableStream = process.stdout, signal?: AbortSignal): Promise<number> {
+export async function runQueriesCommand(
+  argv: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  signal?: AbortSignal,
+): Promise<number> {
   let values;
   try {
-    const parsed = parseFlags(queriesFlags, argv.map((a) => (a === '-w' ? '--watch' : a)), process.env);
+    const parsed = parseFlags(
+      queriesFlags,
+      argv.map((a) => (a === '-w' ? '--watch' : a)),
+      process.env,
+    );
     if (parsed.positionals.length) throw new FlagError(`unexpected argument "${parsed.positionals[0]}"`);
     values = parsed.values;
   } catch (err) {
@@ -57,7 +82,9 @@ export async function runQueriesCommand(argv: string[], out: NodeJS.WritableStre
     return 2;
   }
   if (values.help) {
-    out.write(`Usage: spoke-agent queries [--watch] [--field-selector=...] [flags]\n\nThe DNS query log of a running agent (/debug/queries on its health port).\n\nFlags:\n${usage(queriesFlags)}\n`);
+    out.write(
+      `Usage: spoke-agent queries [--watch] [--field-selector=...] [flags]\n\nThe DNS query log of a running agent (/debug/queries on its health port).\n\nFlags:\n${usage(queriesFlags)}\n`,
+    );
     return 0;
   }
   let token: string | undefined;
@@ -71,13 +98,20 @@ export async function runQueriesCommand(argv: string[], out: NodeJS.WritableStre
   const selector = values.fieldSelector ? `fieldSelector=${encodeURIComponent(values.fieldSelector)}` : '';
   const show = (q: ShownQuery) => out.write(`${values.output === 'json' ? JSON.stringify(q) : queryLine(q)}\n`);
   try {
-    const list = (await (await request(`${base}${selector ? `?${selector}` : ''}`, token, signal)).json()) as { resourceVersion: string; queries: ShownQuery[] };
+    const list = (await (await request(`${base}${selector ? `?${selector}` : ''}`, token, signal)).json()) as {
+      resourceVersion: string;
+      queries: ShownQuery[];
+    };
     if (values.output === 'text') out.write(`${queryHeader}\n`);
     list.queries.forEach(show);
     if (!values.watch) return 0;
     // The agent ends a watch after an hour: watch again from the last query seen.
     for (let version = list.resourceVersion; ; ) {
-      const res = await request(`${base}?watch=true&resourceVersion=${encodeURIComponent(version)}${selector ? `&${selector}` : ''}`, token, signal);
+      const res = await request(
+        `${base}?watch=true&resourceVersion=${encodeURIComponent(version)}${selector ? `&${selector}` : ''}`,
+        token,
+        signal,
+      );
       let pending = '';
       for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) {
         pending += Buffer.from(chunk).toString();
@@ -91,7 +125,9 @@ export async function runQueriesCommand(argv: string[], out: NodeJS.WritableStre
     }
   } catch (err) {
     if (signal?.aborted) return 0;
-    process.stderr.write(`spoke-agent queries: ${err instanceof Refused ? err.message : `${base} unreachable: ${(err as Error).message}`}\n`);
+    process.stderr.write(
+      `spoke-agent queries: ${err instanceof Refused ? err.message : `${base} unreachable: ${(err as Error).message}`}\n`,
+    );
     return 1;
   }
 }

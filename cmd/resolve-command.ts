@@ -20,7 +20,11 @@ const resolveFlags = {
   dnsPort: dnsFlags.dnsPort,
   tcp: bool('tcp', false, 'Ask over TCP (UDP answers that are truncated are retried over TCP anyway).'),
   timeout: duration('timeout', 2000, 'How long to wait for the answer.'),
-  healthServerHost: str('health-server-host', '127.0.0.1', 'Where the agent serves /debug/resolve, for the explanation (on Linux, an agent on this machine or in this pod is first asked over its local socket, --debug-socket).'),
+  healthServerHost: str(
+    'health-server-host',
+    '127.0.0.1',
+    'Where the agent serves /debug/resolve, for the explanation (on Linux, an agent on this machine or in this pod is first asked over its local socket, --debug-socket).',
+  ),
   healthServerPort: agentFlags.healthServerPort,
   help: bool('help', false, 'Show this help.'),
 };
@@ -29,7 +33,10 @@ const resolveFlags = {
 function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutMs: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const fail = (err: Error) => (cleanup(), reject(err));
-    const timer = setTimeout(() => fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)),
+      timeoutMs,
+    );
     let cleanup = () => clearTimeout(timer);
     if (tcp) {
       const socket = new Socket();
@@ -38,7 +45,8 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
       socket.on('error', fail);
       socket.on('data', (chunk) => {
         buffered = Buffer.concat([buffered, chunk]);
-        if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) cleanup(), resolve(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
+        if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0))
+          cleanup(), resolve(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
       });
       socket.connect(port, server, () => {
         const len = Buffer.alloc(2);
@@ -60,7 +68,11 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
 type ResolveValues = ReturnType<typeof parseFlags<typeof resolveFlags>>['values'];
 
 /** GET `path` over the Unix socket `socketPath`: status and body, or undefined when nothing listens there. */
-function getLocal(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: string } | undefined> {
+function getLocal(
+  socketPath: string,
+  path: string,
+  timeoutMs: number,
+): Promise<{ status: number; body: string } | undefined> {
   const { request } = process.getBuiltinModule('node:http');
   return new Promise((resolve) => {
     const req = request({ socketPath, path, timeout: timeoutMs }, (res) => {
@@ -86,7 +98,10 @@ async function explanation(values: ResolveValues, name: string): Promise<string>
   const say = (from: string, status: number, body: string) => {
     if (status === 200) return `;; explanation from ${from}: ${explanationReason(JSON.parse(body) as Explanation)}`;
     const why = refusalReason(body);
-    const hint = status === 401 || status === 403 ? ' (run resolve inside the agent\'s pod, e.g. kubectl exec, where it asks over the local socket without a token)' : '';
+    const hint =
+      status === 401 || status === 403
+        ? " (run resolve inside the agent's pod, e.g. kubectl exec, where it asks over the local socket without a token)"
+        : '';
     return `;; no explanation: ${from} answered ${status}${why ? `: ${why}` : ''}${hint}`;
   };
   const local = localSocketPath(values.healthServerPort);
@@ -116,7 +131,9 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
   }
   const { values, positionals } = parsed;
   if (values.help || positionals.length !== 1) {
-    (values.help ? out : process.stderr).write(`Usage: spoke-agent resolve NAME [flags]\n\nAsks a running DNS server and explains the answer.\n\nFlags:\n${usage(resolveFlags)}\n`);
+    (values.help ? out : process.stderr).write(
+      `Usage: spoke-agent resolve NAME [flags]\n\nAsks a running DNS server and explains the answer.\n\nFlags:\n${usage(resolveFlags)}\n`,
+    );
     return values.help ? 0 : 2;
   }
   const name = positionals[0]!;
@@ -142,12 +159,19 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
   }
   const ms = (performance.now() - started).toFixed(1);
   const packet = Packet.parse(response);
-  out.write(`;; ${name} ${values.type.toUpperCase()} from ${values.server}:${values.dnsPort} (${transport}): ${rcodeName(packet.header.rcode)} in ${ms}ms, flags ${flagsOf(packet.header).join(' ')}\n`);
+  out.write(
+    `;; ${name} ${values.type.toUpperCase()} from ${values.server}:${values.dnsPort} (${transport}): ${rcodeName(packet.header.rcode)} in ${ms}ms, flags ${flagsOf(packet.header).join(' ')}\n`,
+  );
   for (const r of describeRecords(packet.answers)) out.write(`${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
-  for (const r of describeRecords(packet.authorities)) out.write(`;; authority: ${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
-  const chain = packet.answers.filter((r) => r.type === TYPE.CNAME).map((r) => `${r.name} -> ${(r as unknown as { domain: string }).domain}`);
+  for (const r of describeRecords(packet.authorities))
+    out.write(`;; authority: ${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
+  const chain = packet.answers
+    .filter((r) => r.type === TYPE.CNAME)
+    .map((r) => `${r.name} -> ${(r as unknown as { domain: string }).domain}`);
   if (chain.length) out.write(`;; CNAME chain: ${chain.join(', ')}\n`);
-  const addresses = packet.answers.filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA).map((r) => (r as unknown as { address: string }).address);
+  const addresses = packet.answers
+    .filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA)
+    .map((r) => (r as unknown as { address: string }).address);
   if (addresses.length) out.write(`;; addresses: ${addresses.join(' ')}\n`);
 
   out.write(`${await explanation(values, name)}\n`);

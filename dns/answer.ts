@@ -37,8 +37,10 @@ export function chasedRecords(response: Buffer, ttl: number): Chased {
   const records: Rec[] = [];
   for (const r of packet.answers) {
     const capped = Math.min(r.ttl, ttl);
-    if (r.type === TYPE.CNAME) records.push({ owner: r.name, type: TYPE.CNAME, target: (r as { domain: string }).domain, ttl: capped });
-    else if (r.type === TYPE.A || r.type === TYPE.AAAA) records.push({ owner: r.name, type: r.type, address: (r as { address: string }).address, ttl: capped });
+    if (r.type === TYPE.CNAME)
+      records.push({ owner: r.name, type: TYPE.CNAME, target: (r as { domain: string }).domain, ttl: capped });
+    else if (r.type === TYPE.A || r.type === TYPE.AAAA)
+      records.push({ owner: r.name, type: r.type, address: (r as { address: string }).address, ttl: capped });
   }
   return { rcode: packet.header.rcode, records };
 }
@@ -46,20 +48,51 @@ export function chasedRecords(response: Buffer, ttl: number): Chased {
 function soa(ctx: AnswerContext): Rec {
   const { zone, ttl, serial } = ctx;
   // CoreDNS's kubernetes plugin shape: ns.dns.<zone>, hostmaster.<zone>, MINIMUM = the TTL.
-  return { owner: zone, type: TYPE.SOA, ttl, soa: { mname: `ns.dns.${zone}`, rname: `hostmaster.${zone}`, serial, refresh: 7200, retry: 1800, expire: 86400, minimum: ttl } };
+  return {
+    owner: zone,
+    type: TYPE.SOA,
+    ttl,
+    soa: {
+      mname: `ns.dns.${zone}`,
+      rname: `hostmaster.${zone}`,
+      serial,
+      refresh: 7200,
+      retry: 1800,
+      expire: 86400,
+      minimum: ttl,
+    },
+  };
 }
 
 /** NXDOMAIN for a name in the cluster's zone that no rule matches. */
 export function nxdomainAnswer(msg: Buffer, q: Query, ctx: AnswerContext): Built {
-  return { bytes: encodeResponse(msg, q, { rcode: RCODE.NXDOMAIN, flags: { aa: true, ra: ctx.ra }, authority: [soa(ctx)] }), answer: [] };
+  return {
+    bytes: encodeResponse(msg, q, { rcode: RCODE.NXDOMAIN, flags: { aa: true, ra: ctx.ra }, authority: [soa(ctx)] }),
+    answer: [],
+  };
 }
 
 /** Fixed addresses: A or AAAA from the list, NODATA (with the SOA) for other types. */
-export function staticAnswer(msg: Buffer, q: Query, target: Extract<Target, { kind: 'ip' }>, ctx: AnswerContext): Built {
+export function staticAnswer(
+  msg: Buffer,
+  q: Query,
+  target: Extract<Target, { kind: 'ip' }>,
+  ctx: AnswerContext,
+): Built {
   const answers: Rec[] = [];
-  if (q.qtype === TYPE.A || q.qtype === TYPE.ANY) for (const address of target.v4) answers.push({ type: TYPE.A, address, ttl: ctx.ttl });
-  if (q.qtype === TYPE.AAAA || q.qtype === TYPE.ANY) for (const address of target.v6) answers.push({ type: TYPE.AAAA, address, ttl: ctx.ttl });
-  return { bytes: encodeResponse(msg, q, { rcode: RCODE.NOERROR, flags: { aa: true, ra: ctx.ra }, answers, authority: answers.length ? [] : [soa(ctx)] }), answer: describe(answers) };
+  if (q.qtype === TYPE.A || q.qtype === TYPE.ANY)
+    for (const address of target.v4) answers.push({ type: TYPE.A, address, ttl: ctx.ttl });
+  if (q.qtype === TYPE.AAAA || q.qtype === TYPE.ANY)
+    for (const address of target.v6) answers.push({ type: TYPE.AAAA, address, ttl: ctx.ttl });
+  return {
+    bytes: encodeResponse(msg, q, {
+      rcode: RCODE.NOERROR,
+      flags: { aa: true, ra: ctx.ra },
+      answers,
+      authority: answers.length ? [] : [soa(ctx)],
+    }),
+    answer: describe(answers),
+  };
 }
 
 /**
@@ -67,10 +100,20 @@ export function staticAnswer(msg: Buffer, q: Query, target: Extract<Target, { ki
  * the client follows the CNAME itself). The upstream's NXDOMAIN carries over, as a recursive
  * resolver reports it after a CNAME (RFC 6604).
  */
-export function cnameAnswer(msg: Buffer, q: Query, fqdn: string, chased: Chased | undefined, ctx: AnswerContext): Built {
+export function cnameAnswer(
+  msg: Buffer,
+  q: Query,
+  fqdn: string,
+  chased: Chased | undefined,
+  ctx: AnswerContext,
+): Built {
   const answers: Rec[] = [{ type: TYPE.CNAME, target: fqdn, ttl: ctx.ttl }, ...(chased?.records ?? [])];
   const rcode = chased?.rcode === RCODE.NXDOMAIN ? RCODE.NXDOMAIN : RCODE.NOERROR;
-  return { bytes: encodeResponse(msg, q, { rcode, flags: { aa: true, ra: ctx.ra }, answers }), answer: describe(answers) };
+  return {
+    bytes: encodeResponse(msg, q, { rcode, flags: { aa: true, ra: ctx.ra }, answers }),
+    answer: describe(answers),
+  };
 }
 
-const describe = (records: readonly Rec[]) => records.map((r) => `${typeName(r.type)} ${'address' in r ? r.address : 'target' in r ? r.target : r.soa.mname}`);
+const describe = (records: readonly Rec[]) =>
+  records.map((r) => `${typeName(r.type)} ${'address' in r ? r.address : 'target' in r ? r.target : r.soa.mname}`);

@@ -25,7 +25,11 @@ describe('ResponseCache memory', () => {
       const q = parseQuery(msg) as Query;
       // As on the query path: the answer comes from Node's 8 KiB pool, between short-lived buffers
       // (the reply sent to the client, the next query) that are garbage a moment later.
-      const bytes = encodeResponse(msg, q, { rcode: 0, flags: {}, answers: [{ type: TYPE.A, address: '127.0.0.1', ttl: 60 }] });
+      const bytes = encodeResponse(msg, q, {
+        rcode: 0,
+        flags: {},
+        answers: [{ type: TYPE.A, address: '127.0.0.1', ttl: 60 }],
+      });
       Buffer.allocUnsafe(3000).fill(i);
       size = bytes.length;
       expect(cache.put(q.key, bytes, inspectResponse(bytes)!, 0, '')).toBe(true);
@@ -33,6 +37,8 @@ describe('ResponseCache memory', () => {
     const perEntry = (arrayBuffersAfterGc() - before) / n;
     expect(cache.size).toBe(n);
     // The answer (~50 bytes) plus its own allocation's rounding; a retained pool block is 8 KiB.
-    expect(perEntry, `${perEntry.toFixed(0)} bytes of ArrayBuffers per cached answer of ${size} bytes`).toBeLessThan(size * 2 + 64);
+    expect(perEntry, `${perEntry.toFixed(0)} bytes of ArrayBuffers per cached answer of ${size} bytes`).toBeLessThan(
+      size * 2 + 64,
+    );
   });
 });

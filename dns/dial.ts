@@ -24,10 +24,18 @@ export type SystemLookup = (host: string) => Promise<LookupAddress[]>;
 const systemLookup: SystemLookup = (host) => dnsPromises.lookup(host, { all: true, verbatim: true });
 
 function notFound(host: string, why: string): NodeJS.ErrnoException {
-  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${host} (${why})`), { code: 'ENOTFOUND', hostname: host, syscall: 'getaddrinfo' });
+  return Object.assign(new Error(`getaddrinfo ENOTFOUND ${host} (${why})`), {
+    code: 'ENOTFOUND',
+    hostname: host,
+    syscall: 'getaddrinfo',
+  });
 }
 
-export async function resolveForDial(resolver: Resolver, host: string, system: SystemLookup = systemLookup): Promise<DialResolution> {
+export async function resolveForDial(
+  resolver: Resolver,
+  host: string,
+  system: SystemLookup = systemLookup,
+): Promise<DialResolution> {
   const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
   const family = isIP(bare);
   if (family !== 0) return { host, addresses: [{ address: bare, family }], via: 'literal' };
@@ -40,15 +48,31 @@ export async function resolveForDial(resolver: Resolver, host: string, system: S
   }
   const { target } = match;
   if (target.kind === 'ip') {
-    return { host, match, via: 'rule', addresses: [...target.v4.map((address) => ({ address, family: 4 })), ...target.v6.map((address) => ({ address, family: 6 }))] };
+    return {
+      host,
+      match,
+      via: 'rule',
+      addresses: [
+        ...target.v4.map((address) => ({ address, family: 4 })),
+        ...target.v6.map((address) => ({ address, family: 6 })),
+      ],
+    };
   }
-  const answers = await Promise.all([TYPE.A, TYPE.AAAA].map(async (qtype) => chasedRecords((await resolver.lookupUpstream(target.fqdn, qtype)).bytes, Infinity)));
+  const answers = await Promise.all(
+    [TYPE.A, TYPE.AAAA].map(async (qtype) =>
+      chasedRecords((await resolver.lookupUpstream(target.fqdn, qtype)).bytes, Infinity),
+    ),
+  );
   const addresses: LookupAddress[] = [];
   for (const { records } of answers) {
-    for (const r of records) if (r.type === TYPE.A || r.type === TYPE.AAAA) addresses.push({ address: r.address, family: r.type === TYPE.A ? 4 : 6 });
+    for (const r of records)
+      if (r.type === TYPE.A || r.type === TYPE.AAAA)
+        addresses.push({ address: r.address, family: r.type === TYPE.A ? 4 : 6 });
   }
   if (addresses.length === 0) {
-    const why = answers.some((a) => a.rcode === RCODE.NXDOMAIN) ? `${target.fqdn} does not exist` : `${target.fqdn} has no addresses`;
+    const why = answers.some((a) => a.rcode === RCODE.NXDOMAIN)
+      ? `${target.fqdn} does not exist`
+      : `${target.fqdn} has no addresses`;
     throw notFound(host, `${match.rule.source}: ${why}`);
   }
   return { host, addresses, match, via: 'rule' };
@@ -56,7 +80,11 @@ export async function resolveForDial(resolver: Resolver, host: string, system: S
 
 /** For `net.connect({ lookup })`: answers like dns.lookup, including `all` (used by autoSelectFamily) and `family`. */
 export function dialLookup(resolver: Resolver, system: SystemLookup = systemLookup): LookupFunction {
-  return (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+  return (
+    hostname: string,
+    options: LookupOptions,
+    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ) => {
     resolveForDial(resolver, hostname, system).then(
       ({ addresses }) => {
         const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;

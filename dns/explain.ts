@@ -37,7 +37,13 @@ export function describeRecords(records: readonly dns2.Packet.Resource[]): Expla
   return records.map((r) => {
     const f = r as unknown as Record<string, unknown>;
     const data =
-      f.address ?? f.domain ?? (f.primary !== undefined ? `${String(f.primary)} ${String(f.admin)} ${String(f.serial)}` : Buffer.isBuffer(f.data) ? `\\# ${f.data.length} ${f.data.toString('hex')}` : JSON.stringify(f.data ?? ''));
+      f.address ??
+      f.domain ??
+      (f.primary !== undefined
+        ? `${String(f.primary)} ${String(f.admin)} ${String(f.serial)}`
+        : Buffer.isBuffer(f.data)
+          ? `\\# ${f.data.length} ${f.data.toString('hex')}`
+          : JSON.stringify(f.data ?? ''));
     return { name: r.name, type: typeName(r.type), ttl: r.ttl, data: String(data) };
   });
 }
@@ -77,7 +83,11 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
 /** Why the server answers as it does, in one sentence. */
 export function explanationReason(e: Pick<Explanation, 'action' | 'rule' | 'target'>): string {
   if (e.rule) return `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}`;
-  return e.action === 'nxdomain' ? 'in the cluster zone, no rule matches: NXDOMAIN' : e.action === 'forward' ? 'no rule: forwarded upstream' : 'no rule and forwarding is off: REFUSED';
+  return e.action === 'nxdomain'
+    ? 'in the cluster zone, no rule matches: NXDOMAIN'
+    : e.action === 'forward'
+      ? 'no rule: forwarded upstream'
+      : 'no rule and forwarding is off: REFUSED';
 }
 
 /** `/debug/resolve?name=search.default.cluster1[&type=AAAA]`: rule, target and the answer. */

@@ -12,7 +12,12 @@ const typeLabel = (code: number) => TYPE_NAME[code] ?? 'other';
 
 export class DnsMetrics {
   private readonly requestChildren: Record<Proto, Map<number, Counter.Internal>> = { udp: new Map(), tcp: new Map() };
-  private readonly responseChildren: Record<Source, Map<number, Counter.Internal>> = { rule: new Map(), zone: new Map(), forward: new Map(), error: new Map() };
+  private readonly responseChildren: Record<Source, Map<number, Counter.Internal>> = {
+    rule: new Map(),
+    zone: new Map(),
+    forward: new Map(),
+    error: new Map(),
+  };
   readonly cacheHits: Record<CacheName, Counter.Internal>;
   readonly cacheMisses: Record<CacheName, Counter.Internal>;
   private readonly requestsTotal: Counter;
@@ -22,12 +27,36 @@ export class DnsMetrics {
   readonly dropped: Counter;
   readonly queryLogSkipped: Counter<'reason'>;
 
-  constructor(registry: Registry, cacheSizes: () => Record<CacheName, number>, queryLogWatchers: () => number = () => 0) {
+  constructor(
+    registry: Registry,
+    cacheSizes: () => Record<CacheName, number>,
+    queryLogWatchers: () => number = () => 0,
+  ) {
     const registers = [registry];
-    this.requestsTotal = new Counter({ name: 'spoke_agent_dns_requests_total', help: 'DNS queries received, by transport and query type.', labelNames: ['proto', 'type'], registers });
-    this.responsesTotal = new Counter({ name: 'spoke_agent_dns_responses_total', help: 'DNS responses sent, by rcode and by what answered: rule, zone (NXDOMAIN in the cluster zone), forward, error.', labelNames: ['rcode', 'source'], registers });
-    const hits = new Counter({ name: 'spoke_agent_dns_cache_hits_total', help: 'Answers served from a cache: answers (our own, per rule) or upstream.', labelNames: ['cache'], registers });
-    const misses = new Counter({ name: 'spoke_agent_dns_cache_misses_total', help: 'Lookups a cache could not answer.', labelNames: ['cache'], registers });
+    this.requestsTotal = new Counter({
+      name: 'spoke_agent_dns_requests_total',
+      help: 'DNS queries received, by transport and query type.',
+      labelNames: ['proto', 'type'],
+      registers,
+    });
+    this.responsesTotal = new Counter({
+      name: 'spoke_agent_dns_responses_total',
+      help: 'DNS responses sent, by rcode and by what answered: rule, zone (NXDOMAIN in the cluster zone), forward, error.',
+      labelNames: ['rcode', 'source'],
+      registers,
+    });
+    const hits = new Counter({
+      name: 'spoke_agent_dns_cache_hits_total',
+      help: 'Answers served from a cache: answers (our own, per rule) or upstream.',
+      labelNames: ['cache'],
+      registers,
+    });
+    const misses = new Counter({
+      name: 'spoke_agent_dns_cache_misses_total',
+      help: 'Lookups a cache could not answer.',
+      labelNames: ['cache'],
+      registers,
+    });
     this.cacheHits = { answers: hits.labels('answers'), upstream: hits.labels('upstream') };
     this.cacheMisses = { answers: misses.labels('answers'), upstream: misses.labels('upstream') };
     new Gauge({
@@ -46,11 +75,20 @@ export class DnsMetrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,
     });
-    this.upstreamErrors = new Counter({ name: 'spoke_agent_dns_upstream_errors_total', help: 'Upstream queries that failed, by reason: timeout, network, mismatch (wrong or malformed answer), rcode (SERVFAIL or REFUSED for a rule\'s target).', labelNames: ['reason'], registers });
-    this.dropped = new Counter({ name: 'spoke_agent_dns_dropped_total', help: 'Packets dropped without an answer: too short to carry an ID, or not a query.', registers });
+    this.upstreamErrors = new Counter({
+      name: 'spoke_agent_dns_upstream_errors_total',
+      help: "Upstream queries that failed, by reason: timeout, network, mismatch (wrong or malformed answer), rcode (SERVFAIL or REFUSED for a rule's target).",
+      labelNames: ['reason'],
+      registers,
+    });
+    this.dropped = new Counter({
+      name: 'spoke_agent_dns_dropped_total',
+      help: 'Packets dropped without an answer: too short to carry an ID, or not a query.',
+      registers,
+    });
     this.queryLogSkipped = new Counter({
       name: 'spoke_agent_dns_query_log_skipped_total',
-      help: 'Query log entries a watcher did not get, by reason: overwritten (more queries arrived between two batches than the log holds), slow (the watcher\'s connection was not taking them).',
+      help: "Query log entries a watcher did not get, by reason: overwritten (more queries arrived between two batches than the log holds), slow (the watcher's connection was not taking them).",
       labelNames: ['reason'],
       registers,
     });

@@ -11,7 +11,11 @@ import { entryFilter } from './query-selector.js';
 import { streamQueries } from './query-stream.js';
 
 /** An entry as /debug shows it: the time in RFC 3339 with milliseconds, and its version. */
-const shown = (e: QueryEntry, log: QueryLog) => ({ ...e, time: new Date(e.time).toISOString(), resourceVersion: log.version(e.seq) });
+const shown = (e: QueryEntry, log: QueryLog) => ({
+  ...e,
+  time: new Date(e.time).toISOString(),
+  resourceVersion: log.version(e.seq),
+});
 
 /** What /debug/queries sends for an entry (`spoke-agent queries` reads it). */
 export type ShownQuery = ReturnType<typeof shown>;
@@ -24,7 +28,14 @@ export function queriesHandler(log: QueryLog | undefined): RouteHandler {
     const keep = entryFilter(url.searchParams.get('fieldSelector') ?? '', log);
     if (typeof keep !== 'function') return json(res, 400, { error: `fieldSelector: ${keep.error}` });
     if (!isWatch(url)) {
-      return json(res, 200, { resourceVersion: log.version(log.last), size: log.size, queries: log.entries().filter(keep).map((e) => shown(e, log)) });
+      return json(res, 200, {
+        resourceVersion: log.version(log.last),
+        size: log.size,
+        queries: log
+          .entries()
+          .filter(keep)
+          .map((e) => shown(e, log)),
+      });
     }
     const version = url.searchParams.get('resourceVersion');
     streamQueries(res, {

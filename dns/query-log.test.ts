@@ -6,8 +6,10 @@ import { QueryLog, type QueryEntry, type SkipReason } from './query-log.js';
 import { parseQuerySelector, type QuerySelector } from './query-selector.js';
 import { encodeQuery, parseQuery, type Query, RCODE, TYPE } from './wire.js';
 
-const sockaddrIn = (ip: number[], port: number) => Buffer.from([2, 0, port >> 8, port & 0xff, ...ip, 0, 0, 0, 0, 0, 0, 0, 0]);
-const sockaddrIn6 = (ip: number[], port: number) => Buffer.from([10, 0, port >> 8, port & 0xff, 0, 0, 0, 0, ...ip, 0, 0, 0, 0]);
+const sockaddrIn = (ip: number[], port: number) =>
+  Buffer.from([2, 0, port >> 8, port & 0xff, ...ip, 0, 0, 0, 0, 0, 0, 0, 0]);
+const sockaddrIn6 = (ip: number[], port: number) =>
+  Buffer.from([10, 0, port >> 8, port & 0xff, 0, 0, 0, 0, ...ip, 0, 0, 0, 0]);
 
 function query(name: string, qtype: number = TYPE.A) {
   const msg = encodeQuery(name, qtype);
@@ -15,12 +17,20 @@ function query(name: string, qtype: number = TYPE.A) {
 }
 
 describe('peerAddress', () => {
-  it('reads the batched helper\'s sockaddr bytes, IPv4 and IPv6, and dgram\'s or TCP\'s address and port', () => {
+  it("reads the batched helper's sockaddr bytes, IPv4 and IPv6, and dgram's or TCP's address and port", () => {
     expect(peerAddress(sockaddrIn([10, 0, 3, 7], 53211))).toEqual({ address: '10.0.3.7', port: 53211 });
-    expect(peerAddress(sockaddrIn6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 5353))).toEqual({ address: 'fd00::1', port: 5353 });
-    expect(peerAddress(sockaddrIn6([0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], 1))).toEqual({ address: '2001:db8:1::1:0:0', port: 1 });
+    expect(peerAddress(sockaddrIn6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 5353))).toEqual({
+      address: 'fd00::1',
+      port: 5353,
+    });
+    expect(peerAddress(sockaddrIn6([0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], 1))).toEqual({
+      address: '2001:db8:1::1:0:0',
+      port: 1,
+    });
     expect(peerAddress(sockaddrIn6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 2)).address).toBe('::1');
-    expect(peerAddress(sockaddrIn6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1], 3)).address).toBe('192.0.2.1');
+    expect(peerAddress(sockaddrIn6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1], 3)).address).toBe(
+      '192.0.2.1',
+    );
     expect(peerAddress({ address: '::ffff:127.0.0.1', port: 40000 })).toEqual({ address: '127.0.0.1', port: 40000 });
     expect(peerAddress({ address: '::1', port: 4 })).toEqual({ address: '::1', port: 4 });
   });
@@ -32,14 +42,98 @@ describe('QueryLog', () => {
   it('gives back what was recorded: name as asked, type, client, rcode, the rule and the answer, latency (when timed), time', () => {
     const log = new QueryLog({ size: 4 });
     const { msg, q } = query('Search.Default.cluster1', TYPE.AAAA);
-    const meta = { source: 'rule' as const, rule: '--expose=default/search', target: 'search.default.svc.cluster.test', answer: ['CNAME search.default.svc.cluster.test'] };
-    log.record(msg, q.nameEnd, q.qtype, RCODE.NOERROR, 'udp', false, false, meta, sockaddrIn([10, 0, 3, 7], 53211), 1_700_000_000_123, 0.04123);
-    log.record(msg, 0, 0, RCODE.FORMERR, 'tcp', true, false, { source: 'error' }, { address: '::ffff:10.0.3.8', port: 1000 }, 1_700_000_000_124, -1);
-    log.record(msg, q.nameEnd, q.qtype, RCODE.NOERROR, 'udp', false, true, meta, sockaddrIn([10, 0, 3, 7], 53212), 1_700_000_000_125, -1);
+    const meta = {
+      source: 'rule' as const,
+      rule: '--expose=default/search',
+      target: 'search.default.svc.cluster.test',
+      answer: ['CNAME search.default.svc.cluster.test'],
+    };
+    log.record(
+      msg,
+      q.nameEnd,
+      q.qtype,
+      RCODE.NOERROR,
+      'udp',
+      false,
+      false,
+      meta,
+      sockaddrIn([10, 0, 3, 7], 53211),
+      1_700_000_000_123,
+      0.04123,
+    );
+    log.record(
+      msg,
+      0,
+      0,
+      RCODE.FORMERR,
+      'tcp',
+      true,
+      false,
+      { source: 'error' },
+      { address: '::ffff:10.0.3.8', port: 1000 },
+      1_700_000_000_124,
+      -1,
+    );
+    log.record(
+      msg,
+      q.nameEnd,
+      q.qtype,
+      RCODE.NOERROR,
+      'udp',
+      false,
+      true,
+      meta,
+      sockaddrIn([10, 0, 3, 7], 53212),
+      1_700_000_000_125,
+      -1,
+    );
     expect(log.entries()).toEqual([
-      { seq: 1, time: 1_700_000_000_123, name: 'Search.Default.cluster1', type: 'AAAA', client: '10.0.3.7', clientPort: 53211, transport: 'udp', rcode: 'NOERROR', source: 'rule', rule: meta.rule, target: meta.target, answer: meta.answer, truncated: false, cached: false, ms: 0.041 },
-      { seq: 2, time: 1_700_000_000_124, name: '', type: '', client: '10.0.3.8', clientPort: 1000, transport: 'tcp', rcode: 'FORMERR', source: 'error', truncated: true, cached: false },
-      { seq: 3, time: 1_700_000_000_125, name: 'Search.Default.cluster1', type: 'AAAA', client: '10.0.3.7', clientPort: 53212, transport: 'udp', rcode: 'NOERROR', source: 'rule', rule: meta.rule, target: meta.target, answer: meta.answer, truncated: false, cached: true },
+      {
+        seq: 1,
+        time: 1_700_000_000_123,
+        name: 'Search.Default.cluster1',
+        type: 'AAAA',
+        client: '10.0.3.7',
+        clientPort: 53211,
+        transport: 'udp',
+        rcode: 'NOERROR',
+        source: 'rule',
+        rule: meta.rule,
+        target: meta.target,
+        answer: meta.answer,
+        truncated: false,
+        cached: false,
+        ms: 0.041,
+      },
+      {
+        seq: 2,
+        time: 1_700_000_000_124,
+        name: '',
+        type: '',
+        client: '10.0.3.8',
+        clientPort: 1000,
+        transport: 'tcp',
+        rcode: 'FORMERR',
+        source: 'error',
+        truncated: true,
+        cached: false,
+      },
+      {
+        seq: 3,
+        time: 1_700_000_000_125,
+        name: 'Search.Default.cluster1',
+        type: 'AAAA',
+        client: '10.0.3.7',
+        clientPort: 53212,
+        transport: 'udp',
+        rcode: 'NOERROR',
+        source: 'rule',
+        rule: meta.rule,
+        target: meta.target,
+        answer: meta.answer,
+        truncated: false,
+        cached: true,
+      },
     ]);
     expect(log.get(2)?.rcode).toBe('FORMERR');
     expect([log.get(0), log.get(4), log.get(1.5)]).toEqual([undefined, undefined, undefined]);
@@ -50,10 +144,26 @@ describe('QueryLog', () => {
     const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}`;
     for (const name of ['one.cluster1', 'two.cluster1', long, 'four.cluster1', 'five.cluster1']) {
       const { msg, q } = query(name);
-      log.record(msg, q.nameEnd, q.qtype, RCODE.NXDOMAIN, 'udp', false, false, { source: 'zone' }, { address: '127.0.0.1', port: 1 }, 0, 0);
+      log.record(
+        msg,
+        q.nameEnd,
+        q.qtype,
+        RCODE.NXDOMAIN,
+        'udp',
+        false,
+        false,
+        { source: 'zone' },
+        { address: '127.0.0.1', port: 1 },
+        0,
+        0,
+      );
     }
     expect([log.oldest, log.last]).toEqual([3, 5]);
-    expect(log.entries().map((e) => [e.seq, e.name])).toEqual([[3, long], [4, 'four.cluster1'], [5, 'five.cluster1']]);
+    expect(log.entries().map((e) => [e.seq, e.name])).toEqual([
+      [3, long],
+      [4, 'four.cluster1'],
+      [5, 'five.cluster1'],
+    ]);
     expect(log.entries(4).map((e) => e.seq)).toEqual([5]);
     expect(log.get(2)).toBeUndefined();
   });
@@ -63,7 +173,20 @@ describe('QueryLog', () => {
     const skipped: Array<[SkipReason, number]> = [];
     const log = new QueryLog({ size: 2, flushMs: 100, onSkipped: (reason, n) => skipped.push([reason, n]) });
     const { msg, q } = query('x.cluster1');
-    const record = () => log.record(msg, q.nameEnd, q.qtype, 0, 'udp', false, true, { source: 'rule' }, { address: '127.0.0.1', port: 1 }, 0, -1);
+    const record = () =>
+      log.record(
+        msg,
+        q.nameEnd,
+        q.qtype,
+        0,
+        'udp',
+        false,
+        true,
+        { source: 'rule' },
+        { address: '127.0.0.1', port: 1 },
+        0,
+        -1,
+      );
     record();
     expect(vi.getTimerCount()).toBe(0);
     const batches: number[][] = [];
@@ -76,7 +199,10 @@ describe('QueryLog', () => {
     expect(batches).toEqual([[2, 3]]);
     for (let i = 0; i < 5; i++) record(); // 4..8, of which the ring keeps 7 and 8
     vi.advanceTimersByTime(100);
-    expect(batches).toEqual([[2, 3], [7, 8]]);
+    expect(batches).toEqual([
+      [2, 3],
+      [7, 8],
+    ]);
     expect(skipped).toEqual([['overwritten', 3]]);
     vi.advanceTimersByTime(1000);
     expect(batches).toHaveLength(2);
@@ -85,12 +211,30 @@ describe('QueryLog', () => {
     expect([log.watchers, vi.getTimerCount()]).toEqual([0, 0]);
   });
 
-  it('names versions after its instance, and starts a watch after its own, from everything without one, from now after another\'s', () => {
+  it("names versions after its instance, and starts a watch after its own, from everything without one, from now after another's", () => {
     const log = new QueryLog({ size: 10 });
     const { msg, q } = query('x.cluster1');
-    for (let i = 0; i < 3; i++) log.record(msg, q.nameEnd, q.qtype, 0, 'udp', false, false, { source: 'rule' }, { address: '127.0.0.1', port: 1 }, 0, -1);
+    for (let i = 0; i < 3; i++)
+      log.record(
+        msg,
+        q.nameEnd,
+        q.qtype,
+        0,
+        'udp',
+        false,
+        false,
+        { source: 'rule' },
+        { address: '127.0.0.1', port: 1 },
+        0,
+        -1,
+      );
     expect(log.version(2)).toBe(`${log.instance}-2`);
-    expect([log.watchAfter(log.version(2)), log.watchAfter(undefined), log.watchAfter('0'), log.watchAfter('')]).toEqual([2, 0, 0, 0]);
+    expect([
+      log.watchAfter(log.version(2)),
+      log.watchAfter(undefined),
+      log.watchAfter('0'),
+      log.watchAfter(''),
+    ]).toEqual([2, 0, 0, 0]);
     expect([log.watchAfter(new QueryLog({ size: 1 }).version(1)), log.watchAfter('12345')]).toEqual([3, 3]);
   });
 
@@ -100,7 +244,20 @@ describe('QueryLog', () => {
 });
 
 describe('parseQuerySelector', () => {
-  const entry: QueryEntry = { seq: 7, time: 0, name: 'Search.Default.cluster1', type: 'AAAA', client: '10.0.3.7', clientPort: 1, transport: 'udp', rcode: 'NXDOMAIN', source: 'rule', rule: '--expose=default/search', truncated: false, cached: false };
+  const entry: QueryEntry = {
+    seq: 7,
+    time: 0,
+    name: 'Search.Default.cluster1',
+    type: 'AAAA',
+    client: '10.0.3.7',
+    clientPort: 1,
+    transport: 'udp',
+    rcode: 'NXDOMAIN',
+    source: 'rule',
+    rule: '--expose=default/search',
+    truncated: false,
+    cached: false,
+  };
   const selects = (text: string) => {
     const s = parseQuerySelector(text);
     if (typeof s !== 'function') throw new Error(s.error);
@@ -108,15 +265,42 @@ describe('parseQuerySelector', () => {
   };
 
   it('selects by name (as DNS compares names), rcode and client, by path or short field, all terms at once', () => {
-    expect(['', 'name=search.default.cluster1.', 'spec.name==SEARCH.default.cluster1', 'rcode=nxdomain', 'status.rcode!=NOERROR', 'client=10.0.3.7', 'spec.client=10.0.3.7,rcode=NXDOMAIN', 'type=aaaa', 'metadata.name=abcd1234-7', 'transport=UDP', 'source=rule'].map(selects)).toEqual(Array(11).fill(true));
-    expect(['name=search.cluster1', 'rcode=NOERROR', 'client=10.0.3.8', 'client=10.0.3.7,rcode=NOERROR', 'name!=search.default.cluster1', 'metadata.name=abcd1234-8'].map(selects)).toEqual(Array(6).fill(false));
+    expect(
+      [
+        '',
+        'name=search.default.cluster1.',
+        'spec.name==SEARCH.default.cluster1',
+        'rcode=nxdomain',
+        'status.rcode!=NOERROR',
+        'client=10.0.3.7',
+        'spec.client=10.0.3.7,rcode=NXDOMAIN',
+        'type=aaaa',
+        'metadata.name=abcd1234-7',
+        'transport=UDP',
+        'source=rule',
+      ].map(selects),
+    ).toEqual(Array(11).fill(true));
+    expect(
+      [
+        'name=search.cluster1',
+        'rcode=NOERROR',
+        'client=10.0.3.8',
+        'client=10.0.3.7,rcode=NOERROR',
+        'name!=search.default.cluster1',
+        'metadata.name=abcd1234-8',
+      ].map(selects),
+    ).toEqual(Array(6).fill(false));
   });
 
   it('takes escapes in values as the API server does, and says what is wrong', () => {
     expect(selects('rule=--expose\\=default/search')).toBe(true);
-    expect(parseQuerySelector('rule=--expose=default/search')).toEqual({ error: expect.stringMatching(/unescaped "=" in the value/) });
+    expect(parseQuerySelector('rule=--expose=default/search')).toEqual({
+      error: expect.stringMatching(/unescaped "=" in the value/),
+    });
     expect(parseQuerySelector('rcode')).toEqual({ error: expect.stringMatching(/want FIELD=VALUE/) });
-    expect(parseQuerySelector('status.phase=Running')).toEqual({ error: expect.stringMatching(/^field label not supported: status.phase \(supported: metadata.name, spec.name, /) });
+    expect(parseQuerySelector('status.phase=Running')).toEqual({
+      error: expect.stringMatching(/^field label not supported: status.phase \(supported: metadata.name, spec.name, /),
+    });
     expect(parseQuerySelector('name=a\\b')).toEqual({ error: expect.stringMatching(/invalid escape sequence/) });
   });
 });

@@ -98,7 +98,19 @@ export class QueryLog {
    * (0 when the question could not be read); `at` when it arrived (ms since the epoch); `ms` the
    * time it took, negative when not timed.
    */
-  record(msg: Buffer, nameEnd: number, qtype: number, rcode: number, proto: Proto, truncated: boolean, cached: boolean, meta: AnswerMeta, peer: Peer, at: number, ms: number): void {
+  record(
+    msg: Buffer,
+    nameEnd: number,
+    qtype: number,
+    rcode: number,
+    proto: Proto,
+    truncated: boolean,
+    cached: boolean,
+    meta: AnswerMeta,
+    peer: Peer,
+    at: number,
+    ms: number,
+  ): void {
     const i = this.slot;
     this.slot = i + 1 === this.size ? 0 : i + 1;
     this.times[i] = at;

@@ -6,7 +6,11 @@
 // ignored), types and rcodes case-insensitively, the rest exactly. Pure.
 import type { QueryEntry, QueryLog } from './query-log.js';
 
-type Field = { aliases: string[]; value: (e: QueryEntry, objectName: string) => string; normalize: (v: string) => string };
+type Field = {
+  aliases: string[];
+  value: (e: QueryEntry, objectName: string) => string;
+  normalize: (v: string) => string;
+};
 
 const exact = (v: string) => v;
 const dnsName = (v: string) => v.toLowerCase().replace(/\.$/, '');
@@ -52,7 +56,8 @@ function unescapeValue(value: string): string | { error: string } {
     const c = value[i]!;
     if (c === '\\') {
       const next = value[++i];
-      if (next !== '\\' && next !== ',' && next !== '=') return { error: `invalid escape sequence "\\${next ?? ''}" (only \\\\, \\, and \\= are)` };
+      if (next !== '\\' && next !== ',' && next !== '=')
+        return { error: `invalid escape sequence "\\${next ?? ''}" (only \\\\, \\, and \\= are)` };
       out += next;
     } else if (c === ',' || c === '=') return { error: `unescaped "${c}" in the value (write \\${c})` };
     else out += c;
@@ -70,7 +75,8 @@ export function parseQuerySelector(text: string): QuerySelector | { error: strin
     const [, rawKey, op, rawValue] = m as unknown as [string, string, string, string];
     const key = rawKey.trim();
     const path = key in fields ? key : Object.keys(fields).find((p) => fields[p]!.aliases.includes(key));
-    if (path === undefined) return { error: `field label not supported: ${key} (supported: ${selectableFields.join(', ')})` };
+    if (path === undefined)
+      return { error: `field label not supported: ${key} (supported: ${selectableFields.join(', ')})` };
     const value = unescapeValue(rawValue.trim());
     if (typeof value !== 'string') return { error: `"${term}": ${value.error}` };
     const field = fields[path]!;
@@ -82,7 +88,10 @@ export function parseQuerySelector(text: string): QuerySelector | { error: strin
 }
 
 /** The entries of `log` that `text` selects (each named by its version there), or what is wrong with the text. */
-export function entryFilter(text: string, log: Pick<QueryLog, 'version'>): ((e: QueryEntry) => boolean) | { error: string } {
+export function entryFilter(
+  text: string,
+  log: Pick<QueryLog, 'version'>,
+): ((e: QueryEntry) => boolean) | { error: string } {
   const selector = parseQuerySelector(text);
   return typeof selector === 'function' ? (e) => selector(e, log.version(e.seq)) : selector;
 }

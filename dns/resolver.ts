@@ -131,7 +131,17 @@ export class Resolver {
     const now = Date.now();
     try {
       if (q.edns !== undefined && q.edns.version !== 0) {
-        this.send(msg, q, proto, encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }), { source: 'error' }, now, started, reply, peer);
+        this.send(
+          msg,
+          q,
+          proto,
+          encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }),
+          { source: 'error' },
+          now,
+          started,
+          reply,
+          peer,
+        );
         return true;
       }
       const hit = this.answers.get(q.key, now);
@@ -151,26 +161,68 @@ export class Resolver {
     return true;
   }
 
-  private fail(msg: Buffer, q: Query, proto: Proto, err: unknown, at: number, started: number, reply: (response: Buffer) => void, peer: Peer | undefined): void {
+  private fail(
+    msg: Buffer,
+    q: Query,
+    proto: Proto,
+    err: unknown,
+    at: number,
+    started: number,
+    reply: (response: Buffer) => void,
+    peer: Peer | undefined,
+  ): void {
     if (err instanceof UpstreamError) this.opts.metrics.upstreamError(err.reason);
     else this.opts.log.error({ err, name: questionName(msg) }, 'DNS query failed');
     const bytes = encodeResponse(msg, q, { rcode: RCODE.SERVFAIL, flags: { ra: this.opts.forward } });
-    this.send(msg, q, proto, bytes, { source: 'error', answer: [String((err as Error)?.message ?? err)] }, at, started, reply, peer);
+    this.send(
+      msg,
+      q,
+      proto,
+      bytes,
+      { source: 'error', answer: [String((err as Error)?.message ?? err)] },
+      at,
+      started,
+      reply,
+      peer,
+    );
   }
 
   /**
    * `at`: when the query arrived (ms since the epoch); `started`: performance.now() then, or -1 when
    * not timed; `cached`: from the answers cache.
    */
-  private send(msg: Buffer, q: Query, proto: Proto, bytes: Buffer, meta: AnswerMeta, at: number, started: number, reply: (response: Buffer) => void, peer: Peer | undefined, cached = false): void {
+  private send(
+    msg: Buffer,
+    q: Query,
+    proto: Proto,
+    bytes: Buffer,
+    meta: AnswerMeta,
+    at: number,
+    started: number,
+    reply: (response: Buffer) => void,
+    peer: Peer | undefined,
+    cached = false,
+  ): void {
     const out = proto === 'udp' && bytes.length > udpBudget(q) ? truncatedResponse(msg, q, bytes) : bytes;
     const rcode = out[3]! & 0xf;
     this.opts.metrics.response(rcode, meta.source);
     const ms = started >= 0 ? performance.now() - started : -1;
-    if (peer !== undefined) this.opts.queryLog?.record(msg, q.nameEnd, q.qtype, rcode, proto, out !== bytes, cached, meta, peer, at, ms);
+    if (peer !== undefined)
+      this.opts.queryLog?.record(msg, q.nameEnd, q.qtype, rcode, proto, out !== bytes, cached, meta, peer, at, ms);
     if (ms >= 0 && this.opts.log.isLevelEnabled('debug')) {
       this.opts.log.debug(
-        { name: questionName(msg), type: typeName(q.qtype), proto, rule: meta.rule, target: meta.target, answer: meta.answer, source: meta.source, rcode: rcodeName(rcode), tc: out !== bytes, ms: +ms.toFixed(3) },
+        {
+          name: questionName(msg),
+          type: typeName(q.qtype),
+          proto,
+          rule: meta.rule,
+          target: meta.target,
+          answer: meta.answer,
+          source: meta.source,
+          rcode: rcodeName(rcode),
+          tc: out !== bytes,
+          ms: +ms.toFixed(3),
+        },
         'dns query',
       );
     }
@@ -193,7 +245,15 @@ export class Resolver {
       });
       return { ...built, bytes: reuseResponse(built.bytes, built.info, 0, msg, q) };
     }
-    if (!this.opts.forward) return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'forward', answer: [`forwarding is off (${this.opts.forwardOffReason ?? '--dns-forward=false'})`] } };
+    if (!this.opts.forward)
+      return {
+        bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }),
+        info: noTtls,
+        meta: {
+          source: 'forward',
+          answer: [`forwarding is off (${this.opts.forwardOffReason ?? '--dns-forward=false'})`],
+        },
+      };
 
     const hit = this.cachedUpstream(msg, q, now);
     if (hit !== undefined) return hit;
@@ -202,21 +262,38 @@ export class Resolver {
     return { ...fetched, bytes: reuseResponse(fetched.bytes, fetched.info, 0, msg, q) };
   }
 
-  private async build(msg: Buffer, q: Query, name: string, match: Match | undefined, rules: RuleSet, serial: number): Promise<Resolved> {
+  private async build(
+    msg: Buffer,
+    q: Query,
+    name: string,
+    match: Match | undefined,
+    rules: RuleSet,
+    serial: number,
+  ): Promise<Resolved> {
     // A static name outside the cluster's zone is a zone of its own for the SOA.
     const zone = rules.inZone(name) ? rules.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
     if (match === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
     const meta = { rule: match.rule.source, target: targetText(match.target) };
     if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
-      return { bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }), info: noTtls, meta: { source: 'rule', ...meta } };
+      return {
+        bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }),
+        info: noTtls,
+        meta: { source: 'rule', ...meta },
+      };
     }
     let built: Built;
     if (match.target.kind === 'ip') built = staticAnswer(msg, q, match.target, ctx);
     else {
-      const chase = q.qtype === TYPE.A || q.qtype === TYPE.AAAA ? chasedRecords((await this.lookupUpstream(match.target.fqdn, q.qtype)).bytes, this.opts.ttl) : undefined;
+      const chase =
+        q.qtype === TYPE.A || q.qtype === TYPE.AAAA
+          ? chasedRecords((await this.lookupUpstream(match.target.fqdn, q.qtype)).bytes, this.opts.ttl)
+          : undefined;
       if (chase && chase.rcode !== RCODE.NOERROR && chase.rcode !== RCODE.NXDOMAIN) {
-        throw new UpstreamError(`${this.opts.upstream.describe()} answered ${rcodeName(chase.rcode)} for ${match.target.fqdn}`, 'rcode');
+        throw new UpstreamError(
+          `${this.opts.upstream.describe()} answered ${rcodeName(chase.rcode)} for ${match.target.fqdn}`,
+          'rcode',
+        );
       }
       built = cnameAnswer(msg, q, match.target.fqdn, chase, ctx);
     }

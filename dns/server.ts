@@ -93,7 +93,11 @@ export class DnsServer {
     // Replies go to rinfo.address, an IP literal of the socket's own family: an identity lookup skips
     // dgram's dns.lookup call and the tick it defers each send by (a few percent of a send's CPU).
     const family = net.isIPv6(this.opts.address) ? 6 : 4;
-    const lookup = (address: string, _family: unknown, callback: (err: null, address: string, family: number) => void) => callback(null, address, family);
+    const lookup = (
+      address: string,
+      _family: unknown,
+      callback: (err: null, address: string, family: number) => void,
+    ) => callback(null, address, family);
     const socket = dgram.createSocket({ type: family === 6 ? 'udp6' : 'udp4', lookup });
     return new Promise((resolve, reject) => {
       socket.once('error', reject);
@@ -104,7 +108,11 @@ export class DnsServer {
         socket.on('message', (msg, rinfo) => {
           this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address), rinfo);
         });
-        resolve({ kind: 'dgram', port: socket.address().port, close: () => new Promise((done) => socket.close(() => done())) });
+        resolve({
+          kind: 'dgram',
+          port: socket.address().port,
+          close: () => new Promise((done) => socket.close(() => done())),
+        });
       });
     });
   }

@@ -9,7 +9,14 @@ import type { DnsFlagValues } from './options.js';
 import { QueryLog } from './query-log.js';
 import { Resolver } from './resolver.js';
 import { DnsServer } from './server.js';
-import { NoUpstream, parseUpstream, Upstream, type UpstreamAddress, type UpstreamClient, upstreamFromResolvConf } from './upstream.js';
+import {
+  NoUpstream,
+  parseUpstream,
+  Upstream,
+  type UpstreamAddress,
+  type UpstreamClient,
+  upstreamFromResolvConf,
+} from './upstream.js';
 
 export interface DnsStack {
   resolver: Resolver;
@@ -23,7 +30,10 @@ export interface DnsStack {
  * --dns-upstream, or the first nameserver of resolv.conf; a string saying why there is none when
  * resolv.conf is missing or names no nameserver (a bad --dns-upstream throws).
  */
-function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf = '/etc/resolv.conf'): UpstreamAddress | string {
+function upstreamAddress(
+  values: Pick<DnsFlagValues, 'dnsUpstream'>,
+  resolvConf = '/etc/resolv.conf',
+): UpstreamAddress | string {
   if (values.dnsUpstream !== '') {
     const parsed = parseUpstream(values.dnsUpstream);
     if (typeof parsed === 'string') throw new Error(`--dns-upstream: ${parsed}`);
@@ -42,16 +52,46 @@ function upstreamAddress(values: Pick<DnsFlagValues, 'dnsUpstream'>, resolvConf 
  * The resolver over the upstream the flags and resolv.conf name. Without one (a bare container) it
  * still starts, with forwarding off, and says so: names with IP targets answer, the rest cannot.
  */
-export function createResolver(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger, resolvConf?: string): Resolver {
+export function createResolver(
+  values: DnsFlagValues,
+  rules: RuleHolder,
+  registry: Registry,
+  log: Logger,
+  resolvConf?: string,
+): Resolver {
   const address = upstreamAddress(values, resolvConf);
   const none = typeof address === 'string' ? address : undefined;
-  if (none) log.warn({ reason: none }, 'no DNS upstream: forwarding is off (names no rule serves are REFUSED) and rules whose targets are names answer SERVFAIL; give --dns-upstream=IP[:PORT] to turn both on');
-  const upstream: UpstreamClient = none ? new NoUpstream(none) : new Upstream(address as UpstreamAddress, values.dnsUpstreamTimeout);
+  if (none)
+    log.warn(
+      { reason: none },
+      'no DNS upstream: forwarding is off (names no rule serves are REFUSED) and rules whose targets are names answer SERVFAIL; give --dns-upstream=IP[:PORT] to turn both on',
+    );
+  const upstream: UpstreamClient = none
+    ? new NoUpstream(none)
+    : new Upstream(address as UpstreamAddress, values.dnsUpstreamTimeout);
   let resolver: Resolver | undefined;
   let queryLog: QueryLog | undefined;
-  const metrics = new DnsMetrics(registry, () => ({ answers: resolver?.answers.size ?? 0, upstream: resolver?.upstreamCache.size ?? 0 }), () => queryLog?.watchers ?? 0);
-  if (values.dnsQueryLogSize > 0) queryLog = new QueryLog({ size: values.dnsQueryLogSize, onSkipped: (reason, n) => metrics.queryLogSkipped.inc({ reason }, n) });
-  resolver = new Resolver({ rules, upstream, forward: values.dnsForward && !none, forwardOffReason: none, ttl: values.dnsTtl / 1000, cacheSize: values.dnsCacheSize, metrics, log, queryLog });
+  const metrics = new DnsMetrics(
+    registry,
+    () => ({ answers: resolver?.answers.size ?? 0, upstream: resolver?.upstreamCache.size ?? 0 }),
+    () => queryLog?.watchers ?? 0,
+  );
+  if (values.dnsQueryLogSize > 0)
+    queryLog = new QueryLog({
+      size: values.dnsQueryLogSize,
+      onSkipped: (reason, n) => metrics.queryLogSkipped.inc({ reason }, n),
+    });
+  resolver = new Resolver({
+    rules,
+    upstream,
+    forward: values.dnsForward && !none,
+    forwardOffReason: none,
+    ttl: values.dnsTtl / 1000,
+    cacheSize: values.dnsCacheSize,
+    metrics,
+    log,
+    queryLog,
+  });
   return resolver;
 }
 
@@ -59,20 +99,35 @@ export function createResolver(values: DnsFlagValues, rules: RuleHolder, registr
 export type PortBinder = <T>(port: number, bind: (port: number) => Promise<T>) => Promise<T>;
 
 /** Starts the DNS server; rejects when the port cannot be bound. */
-export async function startDns(values: DnsFlagValues, rules: RuleHolder, registry: Registry, log: Logger, bindPort: PortBinder = (port, bind) => bind(port)): Promise<DnsStack> {
+export async function startDns(
+  values: DnsFlagValues,
+  rules: RuleHolder,
+  registry: Registry,
+  log: Logger,
+  bindPort: PortBinder = (port, bind) => bind(port),
+): Promise<DnsStack> {
   const resolver = createResolver(values, rules, registry, log);
   let server: DnsServer;
   let listening: DnsStack['listening'];
   try {
     ({ server, listening } = await bindPort(values.dnsPort, async (port) => {
-      const server = new DnsServer({ address: values.dnsBindAddress, port, resolver, log, batchedUdp: values.dnsBatchedUdp });
+      const server = new DnsServer({
+        address: values.dnsBindAddress,
+        port,
+        resolver,
+        log,
+        batchedUdp: values.dnsBatchedUdp,
+      });
       return { server, listening: await server.start() };
     }));
   } catch (err) {
     resolver.close();
     throw err;
   }
-  log.info({ ...listening, udp: server.udpKind, upstream: resolver.upstreamDescription, forward: resolver.forwarding }, 'DNS server listening (UDP and TCP)');
+  log.info(
+    { ...listening, udp: server.udpKind, upstream: resolver.upstreamDescription, forward: resolver.forwarding },
+    'DNS server listening (UDP and TCP)',
+  );
   return {
     resolver,
     server,

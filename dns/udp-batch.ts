@@ -4,7 +4,11 @@ import { createRequire } from 'node:module';
 
 export interface UdpBatchModule {
   /** Binds address:port (0 picks one); `onBatch` gets each received batch. Throws with `code` (e.g. EADDRINUSE). */
-  open(address: string, port: number, onBatch: (msgs: Buffer[], peers: Buffer[]) => void): [handle: object, port: number];
+  open(
+    address: string,
+    port: number,
+    onBatch: (msgs: Buffer[], peers: Buffer[]) => void,
+  ): [handle: object, port: number];
   /** One sendmmsg for answers[i] to peers[i]; what the kernel will not take now is dropped, as UDP does. */
   send(handle: object, answers: Buffer[], peers: Buffer[]): void;
   close(handle: object): void;

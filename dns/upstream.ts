@@ -14,14 +14,19 @@ export interface UpstreamAddress {
 }
 
 export class UpstreamError extends Error {
-  constructor(message: string, readonly reason: 'timeout' | 'network' | 'mismatch' | 'rcode') {
+  constructor(
+    message: string,
+    readonly reason: 'timeout' | 'network' | 'mismatch' | 'rcode',
+  ) {
     super(message);
   }
 }
 
 /** `HOST`, `HOST:PORT` or `[IPV6]:PORT`; HOST must be an IP (resolving the resolver would be circular). */
 export function parseUpstream(text: string): UpstreamAddress | string {
-  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(text) ?? (isIP(text) === 6 ? [text, text, undefined] : /^([^:]+)(?::(\d+))?$/.exec(text));
+  const m =
+    /^\[([^\]]+)\](?::(\d+))?$/.exec(text) ??
+    (isIP(text) === 6 ? [text, text, undefined] : /^([^:]+)(?::(\d+))?$/.exec(text));
   const port = m?.[2] === undefined ? 53 : Number(m[2]);
   if (!m || isIP(m[1]!) === 0) return `want IP, IP:PORT or [IPv6]:PORT, got "${text}"`;
   if (port < 1 || port > 65535) return `port ${port} out of range`;
@@ -138,18 +143,26 @@ export class Upstream implements UpstreamClient {
         socket.destroy();
         reject(err);
       };
-      socket.setTimeout(this.timeoutMs, () => fail(new UpstreamError(`no answer from ${this.describe()} over TCP within ${this.timeoutMs}ms`, 'timeout')));
+      socket.setTimeout(this.timeoutMs, () =>
+        fail(new UpstreamError(`no answer from ${this.describe()} over TCP within ${this.timeoutMs}ms`, 'timeout')),
+      );
       socket.on('error', (err) => fail(new UpstreamError(`${this.describe()}: ${err.message}`, 'network')));
       socket.on('data', (chunk) => {
         buffered = Buffer.concat([buffered, chunk]);
         if (buffered.length < 2 || buffered.length < 2 + buffered.readUInt16BE(0)) return;
         const response = buffered.subarray(2, 2 + buffered.readUInt16BE(0));
         socket.destroy();
-        if (response.length < 12 || response.readUInt16BE(0) !== query.readUInt16BE(0) || !sameQuestion(query, response)) {
+        if (
+          response.length < 12 ||
+          response.readUInt16BE(0) !== query.readUInt16BE(0) ||
+          !sameQuestion(query, response)
+        ) {
           reject(new UpstreamError(`${this.describe()} answered another question over TCP`, 'mismatch'));
         } else resolve(response);
       });
-      socket.on('end', () => fail(new UpstreamError(`${this.describe()} closed the TCP connection without an answer`, 'network')));
+      socket.on('end', () =>
+        fail(new UpstreamError(`${this.describe()} closed the TCP connection without an answer`, 'network')),
+      );
       socket.connect(this.address.port, this.address.host, () => {
         const len = Buffer.alloc(2);
         len.writeUInt16BE(query.length);

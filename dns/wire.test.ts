@@ -1,7 +1,19 @@
 import dns2 from 'dns2';
 import { describe, expect, it } from 'vitest';
 import { ResponseCache } from './cache.js';
-import { encodeQuery, encodeResponse, inspectResponse, parseQuery, type Query, questionName, RCODE, reuseResponse, sameQuestion, TYPE, truncatedResponse } from './wire.js';
+import {
+  encodeQuery,
+  encodeResponse,
+  inspectResponse,
+  parseQuery,
+  type Query,
+  questionName,
+  RCODE,
+  reuseResponse,
+  sameQuestion,
+  TYPE,
+  truncatedResponse,
+} from './wire.js';
 
 const { Packet } = dns2;
 
@@ -14,13 +26,24 @@ const query = (name: string, qtype: number = TYPE.A) => {
 describe('wire', () => {
   it('reads the question and EDNS, with one key for any case', () => {
     const { q } = query('WeB.Prod.cluster1', TYPE.AAAA);
-    expect(q).toMatchObject({ id: 0xbeef, rd: true, qtype: TYPE.AAAA, qclass: 1, edns: { udpSize: 1232, do: false, version: 0 } });
+    expect(q).toMatchObject({
+      id: 0xbeef,
+      rd: true,
+      qtype: TYPE.AAAA,
+      qclass: 1,
+      edns: { udpSize: 1232, do: false, version: 0 },
+    });
     expect(query('web.prod.CLUSTER1', TYPE.AAAA).q.key).toBe(q.key);
     expect(query('web.prod.cluster1', TYPE.A).q.key).not.toBe(q.key);
   });
 
   it('escapes octets that cannot be in a host name, so they never match a rule', () => {
-    const msg = Buffer.concat([Buffer.from('000001000001000000000000', 'hex'), Buffer.from([3, 0x61, 0x2e, 0x00, 8]), Buffer.from('cluster1'), Buffer.from([0, 0, 1, 0, 1])]);
+    const msg = Buffer.concat([
+      Buffer.from('000001000001000000000000', 'hex'),
+      Buffer.from([3, 0x61, 0x2e, 0x00, 8]),
+      Buffer.from('cluster1'),
+      Buffer.from([0, 0, 1, 0, 1]),
+    ]);
     expect(questionName(msg)).toBe('a\\.\\000.cluster1');
     expect(questionName(encodeQuery('.', TYPE.NS))).toBe('.');
   });
@@ -28,7 +51,9 @@ describe('wire', () => {
   it('rejects malformed questions', () => {
     expect(parseQuery(Buffer.alloc(11))).toBeUndefined();
     expect(parseQuery(Buffer.from('0001840000010000000000000000010001', 'hex'))).toBeUndefined(); // a response
-    expect(parseQuery(Buffer.from('000101000001000000000000c00c00010001', 'hex'))).toMatchObject({ rcode: RCODE.FORMERR }); // pointer in the question
+    expect(parseQuery(Buffer.from('000101000001000000000000c00c00010001', 'hex'))).toMatchObject({
+      rcode: RCODE.FORMERR,
+    }); // pointer in the question
     expect(parseQuery(Buffer.from('00010100000100000000000003616263', 'hex'))).toMatchObject({ rcode: RCODE.FORMERR }); // runs off the end
     const twoOpts = Buffer.concat([encodeQuery('a', 1), Buffer.from('0000290200000000000000', 'hex')]);
     twoOpts.writeUInt16BE(2, 10);
@@ -49,7 +74,14 @@ describe('wire', () => {
     });
     const p = Packet.parse(bytes);
     expect(p.header).toMatchObject({ id: 0xbeef, qr: 1, aa: 1, ra: 1, rd: 1, rcode: 0 });
-    expect(p.answers.map((r) => [r.name, r.type, r.ttl, (r as unknown as { domain?: string; address?: string }).domain ?? (r as unknown as { address: string }).address])).toEqual([
+    expect(
+      p.answers.map((r) => [
+        r.name,
+        r.type,
+        r.ttl,
+        (r as unknown as { domain?: string; address?: string }).domain ?? (r as unknown as { address: string }).address,
+      ]),
+    ).toEqual([
       ['Cluster1', TYPE.CNAME, 5, 'kubernetes.default.svc.cluster.local'],
       ['kubernetes.default.svc.cluster.local', TYPE.A, 5, '127.0.0.1'],
       ['kubernetes.default.svc.cluster.local', TYPE.AAAA, 4, '::ffff:7f00:1'],
@@ -63,7 +95,11 @@ describe('wire', () => {
 
   it('reuses a stored answer for another query: its ID, its case, TTLs less the age', () => {
     const first = query('web.prod.cluster1');
-    const stored = encodeResponse(first.msg, first.q, { rcode: 0, flags: { aa: true }, answers: [{ type: TYPE.A, address: '127.0.0.1', ttl: 30 }] });
+    const stored = encodeResponse(first.msg, first.q, {
+      rcode: 0,
+      flags: { aa: true },
+      answers: [{ type: TYPE.A, address: '127.0.0.1', ttl: 30 }],
+    });
     const info = inspectResponse(stored)!;
     const second = query('WEB.prod.Cluster1');
     second.msg.writeUInt16BE(0x1234, 0);
@@ -75,8 +111,20 @@ describe('wire', () => {
 
   it('takes the negative TTL from the SOA (RFC 2308)', () => {
     const { msg, q } = query('nope.cluster1');
-    const soa = { mname: 'ns.dns.cluster1', rname: 'hostmaster.cluster1', serial: 1, refresh: 1, retry: 1, expire: 1, minimum: 7 };
-    const nx = encodeResponse(msg, q, { rcode: RCODE.NXDOMAIN, flags: {}, authority: [{ owner: 'cluster1', type: TYPE.SOA, ttl: 60, soa }] });
+    const soa = {
+      mname: 'ns.dns.cluster1',
+      rname: 'hostmaster.cluster1',
+      serial: 1,
+      refresh: 1,
+      retry: 1,
+      expire: 1,
+      minimum: 7,
+    };
+    const nx = encodeResponse(msg, q, {
+      rcode: RCODE.NXDOMAIN,
+      flags: {},
+      authority: [{ owner: 'cluster1', type: TYPE.SOA, ttl: 60, soa }],
+    });
     expect(inspectResponse(nx)).toMatchObject({ rcode: RCODE.NXDOMAIN, ttl: 7 });
     expect(inspectResponse(encodeResponse(msg, q, { rcode: RCODE.NXDOMAIN, flags: {} }))!.ttl).toBeUndefined();
   });
@@ -86,7 +134,11 @@ describe('cache', () => {
   const limits = { maxEntries: 2, maxTtl: 3600, maxNegativeTtl: 1800 };
   const answer = (name: string, ttl: number, rcode: number = RCODE.NOERROR) => {
     const { msg, q } = query(name);
-    const bytes = encodeResponse(msg, q, { rcode, flags: {}, answers: rcode === RCODE.NOERROR ? [{ type: TYPE.A, address: '127.0.0.1', ttl }] : [] });
+    const bytes = encodeResponse(msg, q, {
+      rcode,
+      flags: {},
+      answers: rcode === RCODE.NOERROR ? [{ type: TYPE.A, address: '127.0.0.1', ttl }] : [],
+    });
     return { key: q.key, bytes, info: inspectResponse(bytes)! };
   };
 
@@ -101,7 +153,8 @@ describe('cache', () => {
 
   it('does not keep SERVFAIL, truncated, TTL 0, or negative answers without an SOA', () => {
     const cache = new ResponseCache<string>(limits);
-    for (const a of [answer('a', 10, RCODE.SERVFAIL), answer('b', 0), answer('c', 0, RCODE.NXDOMAIN)]) expect(cache.put(a.key, a.bytes, a.info, 0, '')).toBe(false);
+    for (const a of [answer('a', 10, RCODE.SERVFAIL), answer('b', 0), answer('c', 0, RCODE.NXDOMAIN)])
+      expect(cache.put(a.key, a.bytes, a.info, 0, '')).toBe(false);
     const t = answer('d', 10);
     expect(cache.put(t.key, t.bytes, { ...t.info, tc: true }, 0, '')).toBe(false);
   });

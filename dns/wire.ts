@@ -3,7 +3,21 @@
 // a cached answer goes out as a copy with the ID and the question's case patched in.
 import { ipAddressBytes } from '../agent/ip.js';
 
-export const TYPE = { A: 1, NS: 2, CNAME: 5, SOA: 6, PTR: 12, MX: 15, TXT: 16, AAAA: 28, SRV: 33, OPT: 41, SVCB: 64, HTTPS: 65, ANY: 255 } as const;
+export const TYPE = {
+  A: 1,
+  NS: 2,
+  CNAME: 5,
+  SOA: 6,
+  PTR: 12,
+  MX: 15,
+  TXT: 16,
+  AAAA: 28,
+  SRV: 33,
+  OPT: 41,
+  SVCB: 64,
+  HTTPS: 65,
+  ANY: 255,
+} as const;
 export const TYPE_NAME: Record<number, string> = Object.fromEntries(Object.entries(TYPE).map(([k, v]) => [v, k]));
 export const typeName = (code: number) => TYPE_NAME[code] ?? `TYPE${code}`;
 /** `A`, `aaaa`, `TYPE65` (RFC 3597) to a type code. */
@@ -183,7 +197,10 @@ export interface SoaData {
   minimum: number;
 }
 
-export type RecordData = { type: typeof TYPE.A | typeof TYPE.AAAA; address: string } | { type: typeof TYPE.CNAME; target: string } | { type: typeof TYPE.SOA; soa: SoaData };
+export type RecordData =
+  | { type: typeof TYPE.A | typeof TYPE.AAAA; address: string }
+  | { type: typeof TYPE.CNAME; target: string }
+  | { type: typeof TYPE.SOA; soa: SoaData };
 
 /** A record to encode. `owner` undefined means the question's name (a pointer to it, so it keeps the query's case). */
 export type Rec = RecordData & { owner?: string; ttl: number };
@@ -230,7 +247,10 @@ export function encodeResponse(msg: Buffer, q: Query, parts: ResponseParts): Buf
 
 /** The answer cut down to header, question and OPT with TC set: the client retries over TCP. */
 export function truncatedResponse(msg: Buffer, q: Query, full: Buffer): Buffer {
-  return encodeResponse(msg, q, { rcode: full[3]! & 0xf, flags: { aa: (full[2]! & 4) !== 0, ra: (full[3]! & 0x80) !== 0, tc: true } });
+  return encodeResponse(msg, q, {
+    rcode: full[3]! & 0xf,
+    flags: { aa: (full[2]! & 4) !== 0, ra: (full[3]! & 0x80) !== 0, tc: true },
+  });
 }
 
 function nameSize(name: string | undefined): number {
@@ -353,13 +373,20 @@ export function inspectResponse(msg: Buffer): ResponseInfo | undefined {
         ttlOffsets.push(pos + 4);
         ttls.push(ttl);
         minTtl = Math.min(minTtl, ttl);
-        if (section === 1 && type === TYPE.SOA && end - pos - 10 >= 22) negativeTtl = Math.min(ttl, msg.readUInt32BE(end - 4));
+        if (section === 1 && type === TYPE.SOA && end - pos - 10 >= 22)
+          negativeTtl = Math.min(ttl, msg.readUInt32BE(end - 4));
       }
       pos = end;
     }
   }
   const negative = rcode === RCODE.NXDOMAIN || (rcode === RCODE.NOERROR && counts[0] === 0);
-  return { rcode, tc: (msg[2]! & 2) !== 0, ttlOffsets, ttls, ttl: negative ? negativeTtl : minTtl === Infinity ? undefined : minTtl };
+  return {
+    rcode,
+    tc: (msg[2]! & 2) !== 0,
+    ttlOffsets,
+    ttls,
+    ttl: negative ? negativeTtl : minTtl === Infinity ? undefined : minTtl,
+  };
 }
 
 /** Whether `response` carries the question of `query` (a plain-label name, compared without regard to case). */
@@ -381,7 +408,13 @@ const lower = (b: number) => (b >= 0x41 && b <= 0x5a ? b | 0x20 : b);
  * A stored response made into the answer to another query with the same key: its ID, its question's
  * case (RFC 4343; resolvers using 0x20 randomization check it), and TTLs reduced by `age` seconds.
  */
-export function reuseResponse(stored: Buffer, info: Pick<ResponseInfo, 'ttlOffsets' | 'ttls'>, ageSeconds: number, msg: Buffer, q: Query): Buffer {
+export function reuseResponse(
+  stored: Buffer,
+  info: Pick<ResponseInfo, 'ttlOffsets' | 'ttls'>,
+  ageSeconds: number,
+  msg: Buffer,
+  q: Query,
+): Buffer {
   const out = Buffer.allocUnsafe(stored.length);
   stored.copy(out);
   out[0] = msg[0]!;

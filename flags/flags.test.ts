@@ -12,7 +12,17 @@ const set = {
 
 describe('parseFlags', () => {
   it('takes pflag spellings', () => {
-    const { values, given, positionals } = parseFlags(set, ['--host=a', '--port', '9', '--on', '-every=1m30s', '--names=a,b', '--names', 'c', 'rest']);
+    const { values, given, positionals } = parseFlags(set, [
+      '--host=a',
+      '--port',
+      '9',
+      '--on',
+      '-every=1m30s',
+      '--names=a,b',
+      '--names',
+      'c',
+      'rest',
+    ]);
     expect(values).toEqual({ host: 'a', port: 9, on: true, every: 90_000, names: ['a', 'b', 'c'], id: '' });
     expect(given.has('host')).toBe(true);
     expect(positionals).toEqual(['rest']);

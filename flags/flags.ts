@@ -6,7 +6,13 @@
 export class FlagError extends Error {}
 
 type Kind = 'string' | 'int' | 'bool' | 'duration' | 'list';
-type ValueOf<K extends Kind> = K extends 'int' | 'duration' ? number : K extends 'bool' ? boolean : K extends 'list' ? string[] : string;
+type ValueOf<K extends Kind> = K extends 'int' | 'duration'
+  ? number
+  : K extends 'bool'
+    ? boolean
+    : K extends 'list'
+      ? string[]
+      : string;
 
 export interface Flag<K extends Kind = Kind> {
   name: string;
@@ -27,7 +33,13 @@ export type FlagSet = Record<string, Flag>;
 export type Values<S extends FlagSet> = { [P in keyof S]: S[P] extends Flag<infer K> ? ValueOf<K> : never };
 
 function make<K extends Kind>(kind: K) {
-  return (name: string, def: ValueOf<K>, help: string, extra: Partial<Flag<K>> = {}): Flag<K> => ({ name, kind, default: def, help, ...extra });
+  return (name: string, def: ValueOf<K>, help: string, extra: Partial<Flag<K>> = {}): Flag<K> => ({
+    name,
+    kind,
+    default: def,
+    help,
+    ...extra,
+  });
 }
 export const str = make('string');
 export const int = make('int');
@@ -84,7 +96,10 @@ function convert(flag: Flag, raw: string): unknown {
     case 'duration':
       return parseDuration(raw);
     case 'list':
-      return raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
   }
 }
 
@@ -147,7 +162,8 @@ export function parseFlags<S extends FlagSet>(set: S, argv: readonly string[], e
   for (const [key, flag] of Object.entries(set)) {
     if (given.has(flag.name)) continue;
     const fromEnv = flag.env ? env[flag.env] : undefined;
-    if (fromEnv !== undefined && fromEnv !== '') assign(key, flag, fromEnv, `invalid value "${fromEnv}" in $${flag.env} for "--${flag.name}"`);
+    if (fromEnv !== undefined && fromEnv !== '')
+      assign(key, flag, fromEnv, `invalid value "${fromEnv}" in $${flag.env} for "--${flag.name}"`);
     else values[key] = Array.isArray(flag.default) ? [...flag.default] : flag.default;
   }
 
@@ -160,7 +176,14 @@ export function parseFlags<S extends FlagSet>(set: S, argv: readonly string[], e
 
 /** The default as `--help` and the README show it. */
 export function shownDefault(f: Flag): string {
-  return f.defaultText ?? (f.kind === 'duration' ? formatDuration(f.default as number) : Array.isArray(f.default) ? (f.default as string[]).join(',') : String(f.default));
+  return (
+    f.defaultText ??
+    (f.kind === 'duration'
+      ? formatDuration(f.default as number)
+      : Array.isArray(f.default)
+        ? (f.default as string[]).join(',')
+        : String(f.default))
+  );
 }
 
 /** `--help` text: one flag a line, like pflag's usage. */

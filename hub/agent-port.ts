@@ -38,7 +38,8 @@ function readAgentMetadata(md: grpc.Metadata): { agentID: string; identifiers: I
   const ids = valuesOf(md, Header.agentID);
   if (ids.length !== 1) throw new Error(`expected one agent ID in the context, got ${goList(ids)}`);
   const idents = valuesOf(md, Header.agentIdentifiers);
-  if (idents.length > 1) throw new Error(`expected at most one set of agent identifiers in the context, got ${goList(idents)}`);
+  if (idents.length > 1)
+    throw new Error(`expected at most one set of agent identifiers in the context, got ${goList(idents)}`);
   return { agentID: ids[0]!, identifiers: idents.length === 0 ? noIdentifiers() : parseAgentIdentifiers(idents[0]!) };
 }
 
@@ -122,7 +123,10 @@ export class AgentStream implements AgentLink {
 }
 
 /** The Connect handler; `streams` tracks live agent streams so the hub can end them. */
-export function agentConnectHandler(opts: AgentPortOptions, streams: Set<AgentStream>): grpc.handleBidiStreamingCall<Packet, OutPacket> {
+export function agentConnectHandler(
+  opts: AgentPortOptions,
+  streams: Set<AgentStream>,
+): grpc.handleBidiStreamingCall<Packet, OutPacket> {
   const { switchboard, log } = opts;
   return (call) => {
     const fail = (err: Error) => {
@@ -137,7 +141,9 @@ export function agentConnectHandler(opts: AgentPortOptions, streams: Set<AgentSt
       return;
     }
     const { agentID, identifiers } = meta;
-    const authenticated = opts.validateAgentToken ? authenticate(call.metadata, agentID, opts.validateAgentToken) : Promise.resolve();
+    const authenticated = opts.validateAgentToken
+      ? authenticate(call.metadata, agentID, opts.validateAgentToken)
+      : Promise.resolve();
     authenticated.then(
       () => {
         if (call.cancelled) return;
@@ -145,11 +151,18 @@ export function agentConnectHandler(opts: AgentPortOptions, streams: Set<AgentSt
         header.set(Header.serverID, opts.serverID);
         header.set(Header.serverCount, String(opts.serverCount));
         call.sendMetadata(header);
-        const agent = new AgentStream(agentID, identifiers, opts.serverID, call, opts.pingStrikes.get(call.getPeer()), (why) => {
-          streams.delete(agent);
-          log.info({ agentID, why }, 'agent stream ended');
-          switchboard.removeAgent(agent);
-        });
+        const agent = new AgentStream(
+          agentID,
+          identifiers,
+          opts.serverID,
+          call,
+          opts.pingStrikes.get(call.getPeer()),
+          (why) => {
+            streams.delete(agent);
+            log.info({ agentID, why }, 'agent stream ended');
+            switchboard.removeAgent(agent);
+          },
+        );
         streams.add(agent);
         log.info({ agentID, identifiers, peer: call.getPeer() }, 'agent connected');
         switchboard.addAgent(agent);

@@ -2,11 +2,19 @@ import { describe, expect, it } from 'vitest';
 import { Backends, parseProxyStrategies, type Backend } from './backends.js';
 import { parseAgentIdentifiers, removePortFromHost } from './identifiers.js';
 
-const agent = (agentID: string, ids = '', draining = false): Backend => ({ agentID, identifiers: parseAgentIdentifiers(ids), draining });
+const agent = (agentID: string, ids = '', draining = false): Backend => ({
+  agentID,
+  identifiers: parseAgentIdentifiers(ids),
+  draining,
+});
 
 describe('parseAgentIdentifiers', () => {
   it('accumulates repeated keys and ignores unknown ones', () => {
-    expect(parseAgentIdentifiers('host=localhost&host=node1.mydomain.com&cidr=127.0.0.1/16&ipv4=1.2.3.4&ipv6=:::::&default-route=true&color=blue')).toEqual({
+    expect(
+      parseAgentIdentifiers(
+        'host=localhost&host=node1.mydomain.com&cidr=127.0.0.1/16&ipv4=1.2.3.4&ipv6=:::::&default-route=true&color=blue',
+      ),
+    ).toEqual({
       host: ['localhost', 'node1.mydomain.com'],
       cidr: ['127.0.0.1/16'],
       ipv4: ['1.2.3.4'],
@@ -21,7 +29,9 @@ describe('parseAgentIdentifiers', () => {
   });
   it('unescapes like url.ParseQuery and rejects what it rejects', () => {
     expect(parseAgentIdentifiers('host=a%2Eb+c').host).toEqual(['a.b c']);
-    expect(() => parseAgentIdentifiers('host=%zz')).toThrow('fail to parse url encoded string: invalid URL escape "%zz"');
+    expect(() => parseAgentIdentifiers('host=%zz')).toThrow(
+      'fail to parse url encoded string: invalid URL escape "%zz"',
+    );
     expect(() => parseAgentIdentifiers('host=a;host=b')).toThrow('invalid semicolon separator in query');
   });
 });
@@ -39,7 +49,8 @@ describe('removePortFromHost', () => {
 });
 
 describe('parseProxyStrategies', () => {
-  it('keeps order and skips empty items', () => expect(parseProxyStrategies('destHost,,default')).toEqual(['destHost', 'default']));
+  it('keeps order and skips empty items', () =>
+    expect(parseProxyStrategies('destHost,,default')).toEqual(['destHost', 'default']));
   it('rejects unknown and empty lists with Go texts', () => {
     expect(() => parseProxyStrategies('destCIDR')).toThrow('unknown proxy strategy: destCIDR');
     expect(() => parseProxyStrategies(',')).toThrow('proxy strategies cannot be empty');

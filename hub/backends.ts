@@ -110,7 +110,10 @@ function defaultManager<B extends Backend>(random: () => number, onFirstRemoved?
 }
 
 /** `defaultRoute`: like default, among agents that advertise `default-route=true` only. */
-function defaultRouteManager<B extends Backend>(random: () => number, onFirstRemoved?: (key: string) => void): Manager<B> {
+function defaultRouteManager<B extends Backend>(
+  random: () => number,
+  onFirstRemoved?: (key: string) => void,
+): Manager<B> {
   const s = new Storage<B>(onFirstRemoved);
   return {
     add: (b) => b.identifiers.defaultRoute && s.add(b.agentID, b),
@@ -145,7 +148,11 @@ export class Backends<B extends Backend> {
    * logs as "This should not happen. Removed connection that is not the first connection": its
    * storage expects an agent to close its later streams first.
    */
-  constructor(strategies: readonly ProxyStrategy[], random: () => number = Math.random, onFirstRemoved?: (key: string) => void) {
+  constructor(
+    strategies: readonly ProxyStrategy[],
+    random: () => number = Math.random,
+    onFirstRemoved?: (key: string) => void,
+  ) {
     this.managers = strategies.map((strategy) => {
       switch (strategy) {
         case 'default':

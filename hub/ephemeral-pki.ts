@@ -32,16 +32,28 @@ export interface EphemeralPki {
 }
 
 /** Two days, back-dated an hour against clock skew between processes. */
-const validity = () => ({ notBefore: new Date(Date.now() - 3_600_000), notAfter: new Date(Date.now() + 2 * 86_400_000) });
+const validity = () => ({
+  notBefore: new Date(Date.now() - 3_600_000),
+  notAfter: new Date(Date.now() + 2 * 86_400_000),
+});
 
 function newKeys(): { pem: string; forgeKeys: forge.pki.rsa.KeyPair } {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
   const priv = forge.pki.privateKeyFromPem(privateKey) as forge.pki.rsa.PrivateKey;
   const pub = forge.pki.setRsaPublicKey(priv.n, priv.e);
   return { pem: privateKey, forgeKeys: { privateKey: priv, publicKey: pub } };
 }
 
-function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions: object[], organizations: string[] = []): forge.pki.Certificate {
+function newCert(
+  commonName: string,
+  publicKey: forge.pki.PublicKey,
+  extensions: object[],
+  organizations: string[] = [],
+): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
   // A positive serial in minimal DER: top bit clear (no sign padding needed) and a non-zero first
@@ -52,7 +64,10 @@ function newCert(commonName: string, publicKey: forge.pki.PublicKey, extensions:
   const { notBefore, notAfter } = validity();
   cert.validity.notBefore = notBefore;
   cert.validity.notAfter = notAfter;
-  cert.setSubject([...organizations.map((value) => ({ name: 'organizationName', value })), { name: 'commonName', value: commonName }]);
+  cert.setSubject([
+    ...organizations.map((value) => ({ name: 'organizationName', value })),
+    { name: 'commonName', value: commonName },
+  ]);
   cert.setExtensions(extensions);
   return cert;
 }
@@ -70,13 +85,25 @@ export function createCa(name = 'spoke-agent ephemeral CA'): Ca {
   const issue = (commonName: string, opts: IssueOptions = {}): CertAndKey => {
     const keys = newKeys();
     const names = opts.serverNames ?? [];
-    const cert = newCert(commonName, keys.forgeKeys.publicKey, [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', clientAuth: true, serverAuth: !opts.client },
-      { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
-      ...(names.length ? [{ name: 'subjectAltName', altNames: names.map((n) => (isIP(n) ? { type: 7, ip: n } : { type: 2, value: n })) }] : []),
-    ], opts.organizations);
+    const cert = newCert(
+      commonName,
+      keys.forgeKeys.publicKey,
+      [
+        { name: 'basicConstraints', cA: false },
+        { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+        { name: 'extKeyUsage', clientAuth: true, serverAuth: !opts.client },
+        { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
+        ...(names.length
+          ? [
+              {
+                name: 'subjectAltName',
+                altNames: names.map((n) => (isIP(n) ? { type: 7, ip: n } : { type: 2, value: n })),
+              },
+            ]
+          : []),
+      ],
+      opts.organizations,
+    );
     cert.setIssuer(caCert.subject.attributes);
     cert.sign(caKeys.forgeKeys.privateKey, forge.md.sha256.create());
     return { cert: forge.pki.certificateToPem(cert), key: keys.pem };

@@ -19,10 +19,14 @@ afterEach(async () => {
 
 /** An agent that accepts every dial, then either floods the frontend or never reads from the hub. */
 function agent(port: number, behaviour: 'flood' | 'stall') {
-  const client = new AgentService(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+  const client = new AgentService(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+    'grpc.use_local_subchannel_pool': 1,
+  });
   const md = new grpc.Metadata();
   md.set('agentID', behaviour);
-  const call = (client as unknown as { Connect(md: grpc.Metadata): grpc.ClientDuplexStream<OutPacket, Packet> }).Connect(md);
+  const call = (
+    client as unknown as { Connect(md: grpc.Metadata): grpc.ClientDuplexStream<OutPacket, Packet> }
+  ).Connect(md);
   call.on('error', () => {});
   cleanups.push(() => call.cancel());
   const stats = { sent: 0 };
@@ -58,7 +62,12 @@ describe.each(['grpc', 'http-connect'] as const)('%s frontend flow control', (mo
     cleanups.push(() => hub.close());
     const stats = agent(hub.ports.agent, behaviour);
     await hub.waitForAgent();
-    const stream = await dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!, address: 'target:1' });
+    const stream = await dialThroughProxy({
+      mode,
+      proxyHost: '127.0.0.1',
+      proxyPort: mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!,
+      address: 'target:1',
+    });
     cleanups.push(() => stream.destroy());
     return { stats, stream };
   };

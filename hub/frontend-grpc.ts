@@ -57,7 +57,8 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
     let serving = true;
     log.debug({ userAgent, peer: call.getPeer() }, 'proxy stream from frontend');
 
-    const closeFrontend = (connectID: string, error: string) => frontend.deliver({ type: PacketType.CLOSE_RSP, closeResponse: { connectID, error } });
+    const closeFrontend = (connectID: string, error: string) =>
+      frontend.deliver({ type: PacketType.CLOSE_RSP, closeResponse: { connectID, error } });
 
     const dialRequest = (pkt: Packet) => {
       const { random, address } = pkt.dialRequest!;

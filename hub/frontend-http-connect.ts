@@ -15,7 +15,12 @@ import type { FrontendLink, Switchboard, Tunnel } from './switchboard.js';
 /** tunnel.go's bufferSize: "matches the gRPC window size". */
 const readChunk = 32 * 1024;
 
-const statusText: Record<number, string> = { 500: 'Internal Server Error', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' };
+const statusText: Record<number, string> = {
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
 
 /** Go's mapDialErrorToHTTPStatus: the status for an agent's dial error text. */
 export function dialErrorStatus(error: string): number {
@@ -33,9 +38,12 @@ export function dialErrorReply(error: string): string {
 
 export const replies = {
   established: 'HTTP/1.1 200 Connection Established\r\n\r\n',
-  noAgent: (error: string) => `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${error}`,
-  sendFailed: (status: 502 | 504, error: string) => `HTTP/1.1 ${status} ${statusText[status]}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFailed to tunnel dial request: ${error}\r\n`,
-  backendGone: 'HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nBackend context error: context canceled\r\n',
+  noAgent: (error: string) =>
+    `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${error}`,
+  sendFailed: (status: 502 | 504, error: string) =>
+    `HTTP/1.1 ${status} ${statusText[status]}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nFailed to tunnel dial request: ${error}\r\n`,
+  backendGone:
+    'HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nBackend context error: context canceled\r\n',
   dialTimeout: `HTTP/1.1 504 Gateway Timeout\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nBackend dial timeout: ${backendDialTimeoutError}\r\n`,
 };
 
@@ -168,7 +176,10 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   const onData = (chunk: Buffer) => {
     let writable = true;
     for (let at = 0; at < chunk.length; at += readChunk) {
-      writable = agent.send({ type: PacketType.DATA, data: { connectID: tunnel.connectID!, data: chunk.subarray(at, at + readChunk) } });
+      writable = agent.send({
+        type: PacketType.DATA,
+        data: { connectID: tunnel.connectID!, data: chunk.subarray(at, at + readChunk) },
+      });
     }
     if (!writable) {
       socket.pause();
@@ -201,7 +212,11 @@ export function createHttpConnectServer(opts: HttpConnectOptions, tls?: https.Se
     res.writeHead(405, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' });
     res.end('this proxy only supports CONNECT passthrough\n');
   };
-  const server = tls ? https.createServer({ ...tls, ALPNProtocols: ['http/1.1'] }, onRequest) : http.createServer(onRequest);
-  server.on('connect', (req: http.IncomingMessage, socket: Socket, head: Buffer) => handleConnect(opts, req, socket, head));
+  const server = tls
+    ? https.createServer({ ...tls, ALPNProtocols: ['http/1.1'] }, onRequest)
+    : http.createServer(onRequest);
+  server.on('connect', (req: http.IncomingMessage, socket: Socket, head: Buffer) =>
+    handleConnect(opts, req, socket, head),
+  );
   return server;
 }

@@ -31,7 +31,10 @@ interface FakeAgentOptions {
 
 /** Answers DIAL_REQ by dialing the address on loopback, with the Go agent's packets and IDs from 1. */
 function startFakeAgent(port: number, opts: FakeAgentOptions = {}): FakeAgent {
-  const client = new AgentService(`localhost:${port}`, opts.creds ?? grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1, ...opts.channelOptions });
+  const client = new AgentService(`localhost:${port}`, opts.creds ?? grpc.credentials.createInsecure(), {
+    'grpc.use_local_subchannel_pool': 1,
+    ...opts.channelOptions,
+  });
   const md = new grpc.Metadata();
   const ids = opts.agentID ?? 'agent-1';
   for (const id of Array.isArray(ids) ? ids : [ids]) md.add('agentID', id);
@@ -54,7 +57,10 @@ function startFakeAgent(port: number, opts: FakeAgentOptions = {}): FakeAgent {
     if (pkt.type === PacketType.DIAL_REQ && !opts.silent) {
       const { address, random } = pkt.dialRequest!;
       const colon = address.lastIndexOf(':');
-      const socket = net.connect({ host: address.slice(0, colon).replace(/^\[|\]$/g, ''), port: Number(address.slice(colon + 1)) });
+      const socket = net.connect({
+        host: address.slice(0, colon).replace(/^\[|\]$/g, ''),
+        port: Number(address.slice(colon + 1)),
+      });
       const connectID = String(nextID++);
       socket.once('connect', () => {
         conns.set(connectID, socket);
@@ -70,7 +76,8 @@ function startFakeAgent(port: number, opts: FakeAgentOptions = {}): FakeAgent {
         });
       });
       socket.once('error', (err) => {
-        if (!conns.has(connectID)) send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: `dial tcp ${address}: ${err.message}` } });
+        if (!conns.has(connectID))
+          send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: `dial tcp ${address}: ${err.message}` } });
       });
     } else if (pkt.type === PacketType.DATA) {
       const socket = conns.get(pkt.data!.connectID);
@@ -81,7 +88,11 @@ function startFakeAgent(port: number, opts: FakeAgentOptions = {}): FakeAgent {
     } else if (pkt.type === PacketType.CLOSE_REQ) {
       const socket = conns.get(pkt.closeRequest!.connectID);
       if (socket) socket.destroy();
-      else send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: pkt.closeRequest!.connectID, error: 'Unknown connectID' } });
+      else
+        send({
+          type: PacketType.CLOSE_RSP,
+          closeResponse: { connectID: pkt.closeRequest!.connectID, error: 'Unknown connectID' },
+        });
     }
   });
   return { call, headers, status, received, send, close: () => call.cancel() };
@@ -149,7 +160,12 @@ describe('agent port', () => {
     expect(headers.get('serverid')).toEqual(['hub-a']);
     expect(headers.get('servercount')).toEqual(['3']);
     const info = await hub.waitForAgent('spoke-1');
-    expect(info).toMatchObject({ agentID: 'spoke-1', serverID: 'hub-a', draining: false, identifiers: { host: ['db.svc'], defaultRoute: true } });
+    expect(info).toMatchObject({
+      agentID: 'spoke-1',
+      serverID: 'hub-a',
+      draining: false,
+      identifiers: { host: ['db.svc'], defaultRoute: true },
+    });
   });
 
   it.each([
@@ -187,7 +203,9 @@ describe('agent port', () => {
 
   it('answers GOAWAY too_many_pings to an agent pinging more often than every 30 s', async () => {
     const hub = await startHub();
-    const agent = agentOn(hub, { channelOptions: { 'grpc.keepalive_time_ms': 50, 'grpc.keepalive_permit_without_calls': 1 } });
+    const agent = agentOn(hub, {
+      channelOptions: { 'grpc.keepalive_time_ms': 50, 'grpc.keepalive_permit_without_calls': 1 },
+    });
     await agent.headers;
     const status = await agent.status;
     // grpc-js reports the ENHANCE_YOUR_CALM teardown as one or the other.
@@ -222,7 +240,9 @@ describe.each(modes)('%s frontend', (mode) => {
     const back = await echo(stream, payload);
     expect(back.equals(payload)).toBe(true);
     stream.end();
-    await eventually(() => agent.received.some((p) => p.type === PacketType.CLOSE_REQ && p.closeRequest!.connectID === '1'));
+    await eventually(() =>
+      agent.received.some((p) => p.type === PacketType.CLOSE_REQ && p.closeRequest!.connectID === '1'),
+    );
     // Both frontends split what they forward (Go's http-connect reads 32 KiB at a time).
     const sizes = agent.received.filter((p) => p.type === PacketType.DATA).map((p) => p.data!.data.length);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(mode === 'grpc' ? 64 * 1024 : 32 * 1024);
@@ -249,7 +269,9 @@ describe.each(modes)('%s frontend', (mode) => {
     await once(closed, 'listening');
     const port = (closed.address() as net.AddressInfo).port;
     closed.close();
-    const err = (await dialThroughProxy(dialOpts(hub, mode, `127.0.0.1:${port}`)).catch((e: unknown) => e)) as DialError;
+    const err = (await dialThroughProxy(dialOpts(hub, mode, `127.0.0.1:${port}`)).catch(
+      (e: unknown) => e,
+    )) as DialError;
     expect(err.message).toBe(`dial tcp 127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`);
     if (mode === 'http-connect') expect(err.httpStatus).toBe(502);
     expect(hub.counters.dialFailures.error_response).toBe(1);
@@ -283,7 +305,9 @@ describe.each(modes)('%s frontend', (mode) => {
 describe('gRPC frontend packets', () => {
   /** A bare frontend stream, to send exactly the packets a test wants. */
   const rawFrontend = (hub: ProxyHub) => {
-    const client = new ProxyService(`127.0.0.1:${hub.ports.server}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+    const client = new ProxyService(`127.0.0.1:${hub.ports.server}`, grpc.credentials.createInsecure(), {
+      'grpc.use_local_subchannel_pool': 1,
+    });
     const call = (client as unknown as { Proxy(): grpc.ClientDuplexStream<OutPacket, Packet> }).Proxy();
     const received: Packet[] = [];
     call.on('data', (p: Packet) => received.push(p));
@@ -325,7 +349,10 @@ describe('gRPC frontend packets', () => {
     const { call, received } = rawFrontend(hub);
     call.write({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: '3' } });
     await eventually(() => received.length === 1);
-    expect(received[0]).toMatchObject({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '3', error: 'backend uninitialized' } });
+    expect(received[0]).toMatchObject({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: { connectID: '3', error: 'backend uninitialized' },
+    });
   });
 
   it('answers a DIAL_RSP for an unknown random with CLOSE_REQ to the agent, and counts it', async () => {
@@ -365,10 +392,22 @@ describe('mTLS', () => {
   it('serves agents and frontends that present certificates from the CA', async () => {
     const hub = await tlsHub();
     const target = await startEcho();
-    agentOn(hub, { creds: grpc.credentials.createSsl(Buffer.from(pki.ca.cert), Buffer.from(pki.client.key), Buffer.from(pki.client.cert)) });
+    agentOn(hub, {
+      creds: grpc.credentials.createSsl(
+        Buffer.from(pki.ca.cert),
+        Buffer.from(pki.client.key),
+        Buffer.from(pki.client.cert),
+      ),
+    });
     await hub.waitForAgent();
     for (const mode of modes) {
-      const s = await dialThroughProxy({ ...dialOpts(hub, mode, target.address), proxyHost: 'localhost', ca: pki.ca.cert, cert: pki.client.cert, key: pki.client.key });
+      const s = await dialThroughProxy({
+        ...dialOpts(hub, mode, target.address),
+        proxyHost: 'localhost',
+        ca: pki.ca.cert,
+        cert: pki.client.cert,
+        key: pki.client.key,
+      });
       expect((await echo(s, Buffer.from('hello'))).toString()).toBe('hello');
       s.destroy();
     }
@@ -383,7 +422,12 @@ describe('mTLS', () => {
 
   it.each(modes)('refuses a %s frontend without a client certificate', async (mode) => {
     const hub = await tlsHub();
-    const err = await dialThroughProxy({ ...dialOpts(hub, mode, '127.0.0.1:9'), proxyHost: 'localhost', ca: pki.ca.cert, timeoutMs: 5000 }).catch((e: unknown) => e);
+    const err = await dialThroughProxy({
+      ...dialOpts(hub, mode, '127.0.0.1:9'),
+      proxyHost: 'localhost',
+      ca: pki.ca.cert,
+      timeoutMs: 5000,
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DialError);
     expect((err as Error).message).not.toMatch(/No agent available|timeout/);
   });

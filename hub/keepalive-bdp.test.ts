@@ -32,7 +32,10 @@ describe.each(['agent', 'server'] as const)('%s port: grpc-go BDP pings', (port)
     await new Promise<void>((resolve, reject) => session.once('connect', () => resolve()).once('error', reject));
     // An open call, as while data flows (the hub answers it as it likes; it only has to stay open).
     const path = port === 'agent' ? '/AgentService/Connect' : '/ProxyService/Proxy';
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', agentid: 'a' }, { endStream: false });
+    const stream = session.request(
+      { ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers', agentid: 'a' },
+      { endStream: false },
+    );
     stream.on('error', () => {});
     stream.resume();
 

@@ -66,7 +66,12 @@ const bdpPingPayload = Buffer.from([2, 4, 16, 16, 9, 14, 7, 7]);
 const isBdpPing = (payload: Buffer | undefined) => payload !== undefined && bdpPingPayload.equals(payload);
 
 /** Applies the policy to the PING frames of one connection; `byPeer` lets its calls find its strikes. */
-export function watchPings(session: http2.ServerHttp2Session, policy: EnforcementPolicy, byPeer: Map<string, PingStrikes>, log: Logger): void {
+export function watchPings(
+  session: http2.ServerHttp2Session,
+  policy: EnforcementPolicy,
+  byPeer: Map<string, PingStrikes>,
+  log: Logger,
+): void {
   const peer = peerOf(session.socket);
   const strikes = new PingStrikes(policy);
   byPeer.set(peer, strikes);

@@ -13,7 +13,13 @@ import type { ProxyStrategy } from './backends.js';
 import { proxyHandler } from './frontend-grpc.js';
 import { createHttpConnectServer } from './frontend-http-connect.js';
 import { onSessions, widenWindows } from './grpc-sessions.js';
-import { agentPortPolicy, defaultPolicy, watchPings, type EnforcementPolicy, type PingStrikes } from './keepalive-policy.js';
+import {
+  agentPortPolicy,
+  defaultPolicy,
+  watchPings,
+  type EnforcementPolicy,
+  type PingStrikes,
+} from './keepalive-policy.js';
 import { Switchboard, type AgentInfo, type HubCounters, type SwitchboardEvents } from './switchboard.js';
 
 /** PEM text. With `ca`, clients must present a certificate signed by it (Go: RequireAndVerifyClientCert). */
@@ -61,11 +67,24 @@ export interface HubPorts {
 function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   const ca = tls.ca ? Buffer.from(tls.ca) : null;
-  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }], ca !== null);
+  return grpc.ServerCredentials.createSsl(
+    ca,
+    [{ cert_chain: Buffer.from(tls.cert), private_key: Buffer.from(tls.key) }],
+    ca !== null,
+  );
 }
 
-async function bindGrpc(server: grpc.Server, host: string, port: number, tls: TlsMaterial | undefined): Promise<number> {
-  return new Promise((resolve, reject) => server.bindAsync(joinHostPort(host, port), grpcCredentials(tls), (err, bound) => (err ? reject(err) : resolve(bound))));
+async function bindGrpc(
+  server: grpc.Server,
+  host: string,
+  port: number,
+  tls: TlsMaterial | undefined,
+): Promise<number> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync(joinHostPort(host, port), grpcCredentials(tls), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    ),
+  );
 }
 
 export class ProxyHub {
@@ -93,10 +112,18 @@ export class ProxyHub {
     const serverID = opts.serverID ?? randomUUID();
     const switchboard = new Switchboard(opts.proxyStrategies ?? ['default'], log);
     const hub = new ProxyHub(serverID, host, { agent: 0 }, switchboard);
-    const keepalive = { 'grpc.keepalive_time_ms': opts.keepaliveTimeMs ?? 3_600_000, 'grpc.keepalive_timeout_ms': 20_000 };
+    const keepalive = {
+      'grpc.keepalive_time_ms': opts.keepaliveTimeMs ?? 3_600_000,
+      'grpc.keepalive_timeout_ms': 20_000,
+    };
     const backendDialTimeoutMs = opts.backendDialTimeoutMs ?? 0;
     try {
-      const newGrpc = async (port: number, tls: TlsMaterial | undefined, policy: EnforcementPolicy, register: (s: grpc.Server, pings: Map<string, PingStrikes>) => void) => {
+      const newGrpc = async (
+        port: number,
+        tls: TlsMaterial | undefined,
+        policy: EnforcementPolicy,
+        register: (s: grpc.Server, pings: Map<string, PingStrikes>) => void,
+      ) => {
         const server = new grpc.Server(keepalive);
         hub.grpcServers.push(server);
         const bound = await bindGrpc(server, host, port, tls);
@@ -109,7 +136,17 @@ export class ProxyHub {
         return bound;
       };
       hub.ports.agent = await newGrpc(opts.agentPort ?? 8091, opts.agentTls, agentPortPolicy, (server, pingStrikes) => {
-        const handler = agentConnectHandler({ serverID, serverCount: opts.serverCount ?? 1, switchboard, log, validateAgentToken: opts.validateAgentToken, pingStrikes }, hub.agentStreams);
+        const handler = agentConnectHandler(
+          {
+            serverID,
+            serverCount: opts.serverCount ?? 1,
+            switchboard,
+            log,
+            validateAgentToken: opts.validateAgentToken,
+            pingStrikes,
+          },
+          hub.agentStreams,
+        );
         server.addService(AgentService.service, { Connect: handler });
       });
       const serverPort = opts.serverPort === undefined ? 8090 : opts.serverPort;
@@ -122,7 +159,14 @@ export class ProxyHub {
         const tls = opts.frontendTls;
         const server = createHttpConnectServer(
           { switchboard, log, backendDialTimeoutMs },
-          tls && { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: tls.ca !== undefined, rejectUnauthorized: tls.ca !== undefined, minVersion: 'TLSv1.2' },
+          tls && {
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.ca,
+            requestCert: tls.ca !== undefined,
+            rejectUnauthorized: tls.ca !== undefined,
+            minVersion: 'TLSv1.2',
+          },
         );
         hub.httpServer = server;
         server.on('connect', (_req, socket: Socket) => {
@@ -130,7 +174,10 @@ export class ProxyHub {
           socket.once('close', () => hub.connectSockets.delete(socket));
         });
         server.listen(opts.httpConnectPort, host);
-        await Promise.race([once(server, 'listening'), once(server, 'error').then(([err]) => Promise.reject(err as Error))]);
+        await Promise.race([
+          once(server, 'listening'),
+          once(server, 'error').then(([err]) => Promise.reject(err as Error)),
+        ]);
         hub.ports.httpConnect = (server.address() as AddressInfo).port;
       }
     } catch (err) {
@@ -161,15 +208,25 @@ export class ProxyHub {
   waitForAgent(agentID?: string, timeoutMs = 10_000): Promise<AgentInfo> {
     const now = this.agents().find((a) => agentID === undefined || a.agentID === agentID);
     if (now) return Promise.resolve(now);
-    return this.waitFor('agentConnected', (a) => agentID === undefined || a.agentID === agentID, timeoutMs).then(([a]) => a);
+    return this.waitFor('agentConnected', (a) => agentID === undefined || a.agentID === agentID, timeoutMs).then(
+      ([a]) => a,
+    );
   }
 
   /** Resolves with the next packet of `type` from an agent (any, or the given agentID). */
   waitForPacket(type: PacketType, agentID?: string, timeoutMs = 10_000): Promise<[AgentInfo, Packet]> {
-    return this.waitFor('agentPacket', (a, p) => p.type === type && (agentID === undefined || a.agentID === agentID), timeoutMs);
+    return this.waitFor(
+      'agentPacket',
+      (a, p) => p.type === type && (agentID === undefined || a.agentID === agentID),
+      timeoutMs,
+    );
   }
 
-  private waitFor<K extends keyof SwitchboardEvents>(event: K, match: (...args: SwitchboardEvents[K]) => boolean, timeoutMs: number): Promise<SwitchboardEvents[K]> {
+  private waitFor<K extends keyof SwitchboardEvents>(
+    event: K,
+    match: (...args: SwitchboardEvents[K]) => boolean,
+    timeoutMs: number,
+  ): Promise<SwitchboardEvents[K]> {
     return new Promise((resolve, reject) => {
       const listener = (...args: SwitchboardEvents[K]) => {
         if (!match(...args)) return;

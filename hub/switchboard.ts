@@ -45,7 +45,14 @@ export interface Tunnel {
 }
 
 /** Go's dial_failure_count reasons. */
-export type DialFailureReason = 'no_agent' | 'error_response' | 'unrecognized_response' | 'send_rsp' | 'backend_close' | 'backend_dial_timeout' | 'frontend_close';
+export type DialFailureReason =
+  | 'no_agent'
+  | 'error_response'
+  | 'unrecognized_response'
+  | 'send_rsp'
+  | 'backend_close'
+  | 'backend_dial_timeout'
+  | 'frontend_close';
 
 export interface HubCounters {
   dialFailures: Record<DialFailureReason, number>;
@@ -69,7 +76,12 @@ export interface AgentInfo {
   draining: boolean;
 }
 
-const agentInfo = (a: AgentLink): AgentInfo => ({ agentID: a.agentID, identifiers: a.identifiers, serverID: a.serverID, draining: a.draining });
+const agentInfo = (a: AgentLink): AgentInfo => ({
+  agentID: a.agentID,
+  identifiers: a.identifiers,
+  serverID: a.serverID,
+  draining: a.draining,
+});
 
 export interface SwitchboardEvents {
   agentConnected: [AgentInfo];
@@ -99,7 +111,15 @@ export class Switchboard {
   private readonly pending = new Map<string, Tunnel>();
   private readonly established = new Map<string, Map<string, Tunnel>>();
   readonly counters: HubCounters = {
-    dialFailures: { no_agent: 0, error_response: 0, unrecognized_response: 0, send_rsp: 0, backend_close: 0, backend_dial_timeout: 0, frontend_close: 0 },
+    dialFailures: {
+      no_agent: 0,
+      error_response: 0,
+      unrecognized_response: 0,
+      send_rsp: 0,
+      backend_close: 0,
+      backend_dial_timeout: 0,
+      frontend_close: 0,
+    },
     malformedPackets: 0,
     unknownConnectID: 0,
     discardedPackets: 0,
@@ -115,7 +135,10 @@ export class Switchboard {
   ) {
     this.backends = new Backends(strategies, random, (key) => {
       this.counters.firstStreamRemovedBeforeOthers++;
-      this.log.debug({ key }, 'removed the first stream of a key while later ones remain (the Go server logs "This should not happen. Removed connection that is not the first connection")');
+      this.log.debug(
+        { key },
+        'removed the first stream of a key while later ones remain (the Go server logs "This should not happen. Removed connection that is not the first connection")',
+      );
     });
   }
 
@@ -223,7 +246,10 @@ export class Switchboard {
     const log = this.log;
     if (!wellFormed(pkt)) {
       this.counters.malformedPackets++;
-      log.warn({ agentID: agent.agentID, type: packetTypeName(pkt.type) }, 'packet from agent without its payload; dropped');
+      log.warn(
+        { agentID: agent.agentID, type: packetTypeName(pkt.type) },
+        'packet from agent without its payload; dropped',
+      );
       return;
     }
     switch (pkt.type) {
@@ -247,7 +273,10 @@ export class Switchboard {
         }
         if (error) return;
         this.addEstablished(tunnel, connectID);
-        log.debug({ agentID: agent.agentID, random, connectID, address: tunnel.address, ms: Date.now() - tunnel.start }, 'proxy connection established');
+        log.debug(
+          { agentID: agent.agentID, random, connectID, address: tunnel.address, ms: Date.now() - tunnel.start },
+          'proxy connection established',
+        );
         tunnel.frontend.established?.(tunnel);
         return;
       }
@@ -283,7 +312,10 @@ export class Switchboard {
         if (!tunnel) {
           // Normal after the frontend already went away.
           this.counters.unknownConnectID++;
-          log.debug({ agentID: agent.agentID, connectID: pkt.closeResponse!.connectID }, 'CLOSE_RSP for unknown connectID');
+          log.debug(
+            { agentID: agent.agentID, connectID: pkt.closeResponse!.connectID },
+            'CLOSE_RSP for unknown connectID',
+          );
           return;
         }
         this.deliver(tunnel, pkt);

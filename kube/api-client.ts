@@ -27,7 +27,9 @@ export class ApiError extends Error {
     readonly statusCode: number,
     readonly status?: ApiStatus,
   ) {
-    super(`${statusCode} ${status?.reason ?? http.STATUS_CODES[statusCode] ?? 'error'}${status?.message ? `: ${status.message}` : ''}`);
+    super(
+      `${statusCode} ${status?.reason ?? http.STATUS_CODES[statusCode] ?? 'error'}${status?.message ? `: ${status.message}` : ''}`,
+    );
   }
 }
 
@@ -43,7 +45,10 @@ const maxEventBytes = 16 << 20;
 
 export class KubeApiClient {
   /** Kept-alive connections, for a kubeconfig without a proxy: a TLS handshake is most of a review's CPU. */
-  private readonly keptAlive = { 'http:': new http.Agent({ keepAlive: true, maxFreeSockets: 2 }), 'https:': new https.Agent({ keepAlive: true, maxFreeSockets: 2 }) };
+  private readonly keptAlive = {
+    'http:': new http.Agent({ keepAlive: true, maxFreeSockets: 2 }),
+    'https:': new https.Agent({ keepAlive: true, maxFreeSockets: 2 }),
+  };
 
   constructor(readonly kubeConfig: KubeConfig) {}
 
@@ -67,7 +72,12 @@ export class KubeApiClient {
    * with the error: an ApiError for a refusal, also one that arrives as an ERROR event, such as 410
    * Gone). `onOpen` hears of the server's acceptance. `signal` ends it early; it then resolves.
    */
-  async watch<T>(path: string, query: Query, handlers: { onEvent: (event: WatchEvent<T>) => void; onOpen?: () => void }, signal: AbortSignal): Promise<void> {
+  async watch<T>(
+    path: string,
+    query: Query,
+    handlers: { onEvent: (event: WatchEvent<T>) => void; onOpen?: () => void },
+    signal: AbortSignal,
+  ): Promise<void> {
     const { onEvent } = handlers;
     const res = await this.send('GET', path, { ...query, watch: 'true' }, undefined, signal);
     if (res.statusCode !== 200) throw await errorOf(res);
@@ -109,21 +119,39 @@ export class KubeApiClient {
     });
   }
 
-  private async json<T>(method: string, path: string, query: Query | undefined, body: unknown, signal?: AbortSignal): Promise<T> {
+  private async json<T>(
+    method: string,
+    path: string,
+    query: Query | undefined,
+    body: unknown,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const res = await this.send(method, path, query, body, signal);
     if (res.statusCode === undefined || res.statusCode < 200 || res.statusCode > 299) throw await errorOf(res);
     return JSON.parse(await text(res)) as T;
   }
 
-  private async send(method: string, path: string, query: Query | undefined, body: unknown, signal?: AbortSignal): Promise<IncomingMessage> {
+  private async send(
+    method: string,
+    path: string,
+    query: Query | undefined,
+    body: unknown,
+    signal?: AbortSignal,
+  ): Promise<IncomingMessage> {
     const url = new URL(this.server.replace(/\/$/, '') + path);
     for (const [key, value] of Object.entries(query ?? {})) if (value !== undefined) url.searchParams.set(key, value);
-    const opts: RequestOptions & { headers: Record<string, string> } = { method, headers: { accept: 'application/json' }, signal, timeout: 30_000 };
+    const opts: RequestOptions & { headers: Record<string, string> } = {
+      method,
+      headers: { accept: 'application/json' },
+      signal,
+      timeout: 30_000,
+    };
     // CA, client certificate, bearer token (re-read when its file rotates) and the agent (a proxy's, if the kubeconfig names one).
     await this.kubeConfig.applyToHTTPSOptions(opts);
     // client-node's agent for a plain connection closes it after each request (its proxies' agents
     // stay); the TLS options are the request's, so ours pools by them.
-    if (opts.agent?.constructor === http.Agent || opts.agent?.constructor === https.Agent) opts.agent = this.keptAlive[url.protocol === 'http:' ? 'http:' : 'https:'];
+    if (opts.agent?.constructor === http.Agent || opts.agent?.constructor === https.Agent)
+      opts.agent = this.keptAlive[url.protocol === 'http:' ? 'http:' : 'https:'];
     const payload = body === undefined ? undefined : JSON.stringify(body);
     if (payload !== undefined) opts.headers['content-type'] = 'application/json';
     const transport = url.protocol === 'http:' ? http : https;
@@ -132,7 +160,9 @@ export class KubeApiClient {
       req.on('error', reject);
       // No bytes for 30 s before the response starts: the server is not answering. A watch that is
       // quiet for longer is fine once it has started (the socket timeout is lifted then).
-      req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname}: no answer from the API server within 30 s`)));
+      req.on('timeout', () =>
+        req.destroy(new Error(`${method} ${url.pathname}: no answer from the API server within 30 s`)),
+      );
       req.on('response', (res) => res.socket.setTimeout(0));
       req.on('socket', (socket) => socket.setKeepAlive(true, 30_000));
       req.end(payload);

@@ -19,8 +19,14 @@ export function autoExposed(services: readonly ServiceInfo[], policy: AutoExpose
   for (const s of services) {
     const value = s.annotations[policy.annotation]?.trim().toLowerCase();
     if (value === 'false') continue;
-    const why = value === 'true' ? `annotation ${policy.annotation}=true` : policy.namespaces.has(s.namespace) ? 'namespace selector' : undefined;
-    if (why) rules.push({ source: `auto-expose ${s.namespace}/${s.name} (${why})`, namespace: s.namespace, service: s.name });
+    const why =
+      value === 'true'
+        ? `annotation ${policy.annotation}=true`
+        : policy.namespaces.has(s.namespace)
+          ? 'namespace selector'
+          : undefined;
+    if (why)
+      rules.push({ source: `auto-expose ${s.namespace}/${s.name} (${why})`, namespace: s.namespace, service: s.name });
   }
   return rules.sort((a, b) => a.namespace.localeCompare(b.namespace) || a.service.localeCompare(b.service));
 }

@@ -27,7 +27,8 @@ const configMapKeys = ['rules.yaml', 'rules.json'] as const;
 export function configMapRules(ref: string, cm: V1ConfigMap | undefined): RuleText | undefined | string {
   if (!cm) return undefined;
   const present = configMapKeys.filter((k) => cm.data?.[k] !== undefined);
-  if (present.length === 0) return `configmap ${ref}: no "${configMapKeys.join('" or "')}" key (has: ${Object.keys(cm.data ?? {}).join(', ') || 'none'})`;
+  if (present.length === 0)
+    return `configmap ${ref}: no "${configMapKeys.join('" or "')}" key (has: ${Object.keys(cm.data ?? {}).join(', ') || 'none'})`;
   if (present.length > 1) return `configmap ${ref}: has both "${present.join('" and "')}": keep one`;
   return { origin: `configmap ${ref} ${present[0]}`, content: cm.data![present[0]!]! };
 }

@@ -21,7 +21,8 @@ async function loadKubeConfig(kubeconfigPath: string, env: NodeJS.ProcessEnv): P
 /** The modules of KubeConfig that the bundle defers (cmd/bundle-plugins.ts) which this kubeconfig uses. */
 export function optionalModules(kc: Pick<KubeConfig, 'clusters' | 'users'>): string[] {
   const modules = new Set<string>();
-  for (const cluster of kc.clusters) if (cluster.proxyUrl) ['socks-proxy-agent', 'hpagent'].forEach((m) => modules.add(m));
+  for (const cluster of kc.clusters)
+    if (cluster.proxyUrl) ['socks-proxy-agent', 'hpagent'].forEach((m) => modules.add(m));
   for (const user of kc.users) {
     const provider = user.authProvider?.name;
     if (provider === 'oidc') modules.add('openid-client');
@@ -31,7 +32,10 @@ export function optionalModules(kc: Pick<KubeConfig, 'clusters' | 'users'>): str
 }
 
 /** A client for the API server `loadKubeConfig` finds, with what its kubeconfig needs loaded; or undefined. */
-export async function kubeApiClient(kubeconfigPath: string, env: NodeJS.ProcessEnv = process.env): Promise<KubeApiClient | undefined> {
+export async function kubeApiClient(
+  kubeconfigPath: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<KubeApiClient | undefined> {
   const kc = await loadKubeConfig(kubeconfigPath, env);
   if (!kc) return undefined;
   await loadDeferredModules(optionalModules(kc));

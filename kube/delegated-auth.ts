@@ -21,7 +21,15 @@ export interface UserInfo {
 /** What a request asks to do, as a SubjectAccessReview spells it: a non-resource URL or a resource. */
 export type AccessAttributes =
   | { verb: string; path: string }
-  | { verb: string; group: string; version: string; resource: string; subresource?: string; name?: string; namespace?: string };
+  | {
+      verb: string;
+      group: string;
+      version: string;
+      resource: string;
+      subresource?: string;
+      name?: string;
+      namespace?: string;
+    };
 
 /** The 403 message Kubernetes gives, with the authorizer's reason. */
 export function forbiddenMessage(username: string, a: AccessAttributes, reason: string | undefined): string {
@@ -56,7 +64,10 @@ export function apiReviewer(client: KubeApiClient): Reviewer {
         kind: 'SubjectAccessReview',
         spec: { user: user.username, uid: user.uid, groups: user.groups, extra: user.extra, ...target },
       };
-      const review = await client.post<V1SubjectAccessReview>('/apis/authorization.k8s.io/v1/subjectaccessreviews', body);
+      const review = await client.post<V1SubjectAccessReview>(
+        '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+        body,
+      );
       return { allowed: review.status?.allowed === true, reason: review.status?.reason };
     },
   };
@@ -87,7 +98,11 @@ export interface DelegatedAuthOptions {
 }
 
 export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
-  const cache = new TtlCache<Decision>({ ttlMs: opts.cacheTtlMs ?? 10_000, maxEntries: opts.maxCacheEntries, now: opts.now });
+  const cache = new TtlCache<Decision>({
+    ttlMs: opts.cacheTtlMs ?? 10_000,
+    maxEntries: opts.maxCacheEntries,
+    now: opts.now,
+  });
 
   const decide = async (token: string): Promise<Decision> => {
     const user = await opts.reviewer.authenticate(token);
@@ -121,7 +136,10 @@ export function delegatedAuthGuard(opts: DelegatedAuthOptions): Guard {
         decision = await decide(token);
       } catch (err) {
         opts.metrics.authDecisions.inc({ result: 'error', cached: 'false' });
-        opts.log.error({ error: (err as Error).message, path: req.url }, 'delegated authentication failed: TokenReview or SubjectAccessReview did not answer');
+        opts.log.error(
+          { error: (err as Error).message, path: req.url },
+          'delegated authentication failed: TokenReview or SubjectAccessReview did not answer',
+        );
         res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end(`${authUnavailable}\n`);
         return false;
       }

@@ -15,9 +15,17 @@ export interface DialPolicy {
   stop(): void;
 }
 
-export function dialPolicy(o: { kube: Pick<KubeOptions, 'allowedCidrs'>; identifierHosts?: readonly string[]; rules?: { holder: RuleHolder; resolveForDial: ResolveForDial }; registry: Registry; log: Logger }): DialPolicy {
+export function dialPolicy(o: {
+  kube: Pick<KubeOptions, 'allowedCidrs'>;
+  identifierHosts?: readonly string[];
+  rules?: { holder: RuleHolder; resolveForDial: ResolveForDial };
+  registry: Registry;
+  log: Logger;
+}): DialPolicy {
   if (!o.rules) {
-    o.log.warn('no rules (--cluster-name is not set): the agent dials any address the hub names, as the Go agent does; set --cluster-name to allow only rule targets and --allowed-cidrs');
+    o.log.warn(
+      'no rules (--cluster-name is not set): the agent dials any address the hub names, as the Go agent does; set --cluster-name to allow only rule targets and --allowed-cidrs',
+    );
     return { stop: () => {} };
   }
   const cidrs = o.kube.allowedCidrs.map(parseCidr).filter((c): c is Cidr => typeof c !== 'string'); // validated as flags

@@ -18,10 +18,20 @@ const log = pino({ level: 'silent' });
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
 
 describe('auto-expose', () => {
-  const svc = (namespace: string, name: string, annotations: Record<string, string> = {}) => ({ namespace, name, annotations });
+  const svc = (namespace: string, name: string, annotations: Record<string, string> = {}) => ({
+    namespace,
+    name,
+    annotations,
+  });
   it('exposes annotated Services and whole selected namespaces; the opt-out wins', () => {
     const rules = autoExposed(
-      [svc('a', 'on', { 'spoke-agent.io/expose': 'true' }), svc('a', 'plain'), svc('b', 'x'), svc('b', 'out', { 'spoke-agent.io/expose': 'false' }), svc('c', 'odd', { 'spoke-agent.io/expose': 'yes' })],
+      [
+        svc('a', 'on', { 'spoke-agent.io/expose': 'true' }),
+        svc('a', 'plain'),
+        svc('b', 'x'),
+        svc('b', 'out', { 'spoke-agent.io/expose': 'false' }),
+        svc('c', 'odd', { 'spoke-agent.io/expose': 'yes' }),
+      ],
       { annotation: 'spoke-agent.io/expose', namespaces: new Set(['b']) },
     );
     expect(rules.map((r) => `${r.namespace}/${r.service}`)).toEqual(['a/on', 'b/x']);
@@ -35,22 +45,40 @@ describe('composing rules', () => {
     const text = configMapRules('spoke/rules', { data: { 'rules.yaml': 'expose: [default/web]' } });
     expect(text).toEqual({ origin: 'configmap spoke/rules rules.yaml', content: 'expose: [default/web]' });
     expect(configMapRules('spoke/rules', undefined)).toBeUndefined();
-    expect(configMapRules('spoke/rules', { data: { other: '' } })).toBe('configmap spoke/rules: no "rules.yaml" or "rules.json" key (has: other)');
+    expect(configMapRules('spoke/rules', { data: { other: '' } })).toBe(
+      'configmap spoke/rules: no "rules.yaml" or "rules.json" key (has: other)',
+    );
     expect(configMapRules('spoke/rules', { data: { 'rules.yaml': '', 'rules.json': '{}' } })).toMatch(/has both/);
-    const bad = composeRules({ naming, expose: [], files: [{ origin: 'configmap spoke/rules rules.yaml', content: 'expose: [nope]' }], autoExposed: [], services: [] });
-    expect(bad.ok ? [] : bad.errors).toEqual(['configmap spoke/rules rules.yaml: expose[0] (nope): want NAMESPACE/SERVICE or NAMESPACE/*, got "nope"']);
+    const bad = composeRules({
+      naming,
+      expose: [],
+      files: [{ origin: 'configmap spoke/rules rules.yaml', content: 'expose: [nope]' }],
+      autoExposed: [],
+      services: [],
+    });
+    expect(bad.ok ? [] : bad.errors).toEqual([
+      'configmap spoke/rules rules.yaml: expose[0] (nope): want NAMESPACE/SERVICE or NAMESPACE/*, got "nope"',
+    ]);
   });
 
   it('merges flags, files and auto-exposed Services, and expands NAMESPACE/* with known Services', () => {
     const r = composeRules({
       naming,
       expose: ['default/web'],
-      files: [{ origin: 'f', content: 'expose: [prod/*]' }, { origin: 'cm', content: 'static: [{name: db.cluster1, target: 10.0.0.7}]' }],
-      autoExposed: autoExposed([{ namespace: 'x', name: 'y', annotations: { k: 'true' } }], { annotation: 'k', namespaces: new Set() }),
+      files: [
+        { origin: 'f', content: 'expose: [prod/*]' },
+        { origin: 'cm', content: 'static: [{name: db.cluster1, target: 10.0.0.7}]' },
+      ],
+      autoExposed: autoExposed([{ namespace: 'x', name: 'y', annotations: { k: 'true' } }], {
+        annotation: 'k',
+        namespaces: new Set(),
+      }),
       services: [{ namespace: 'prod', name: 'api' }],
     });
     if (!r.ok) throw new Error(r.errors.join());
-    expect(r.value.hosts()).toEqual(expect.arrayContaining(['web.default.cluster1', 'api.prod.cluster1', 'db.cluster1', 'y.x.cluster1']));
+    expect(r.value.hosts()).toEqual(
+      expect.arrayContaining(['web.default.cluster1', 'api.prod.cluster1', 'db.cluster1', 'y.x.cluster1']),
+    );
   });
 });
 
@@ -60,7 +88,13 @@ describe('auto-expose collisions', () => {
       naming,
       expose: [],
       files: [{ origin: 'cm', content: 'static: [{name: web.prod.cluster1, target: 10.0.0.7}]' }],
-      autoExposed: autoExposed([{ namespace: 'prod', name: 'web', annotations: { k: 'true' } }, { namespace: 'prod', name: 'api', annotations: { k: 'true' } }], { annotation: 'k', namespaces: new Set() }),
+      autoExposed: autoExposed(
+        [
+          { namespace: 'prod', name: 'web', annotations: { k: 'true' } },
+          { namespace: 'prod', name: 'api', annotations: { k: 'true' } },
+        ],
+        { annotation: 'k', namespaces: new Set() },
+      ),
       services: [],
     });
     if (!r.ok) throw new Error(r.errors.join());
@@ -72,7 +106,11 @@ describe('auto-expose collisions', () => {
 
 describe('flags', () => {
   it('parses and checks the kube group', () => {
-    const { values } = parseFlags(kubeFlags, ['--rules-configmap=spoke/rules', '--allowed-cidrs=10.0.0.0/8,fd00::/8', '--auto-expose-namespace-selector=team=a']);
+    const { values } = parseFlags(kubeFlags, [
+      '--rules-configmap=spoke/rules',
+      '--allowed-cidrs=10.0.0.0/8,fd00::/8',
+      '--auto-expose-namespace-selector=team=a',
+    ]);
     expect(values.allowedCidrs).toEqual(['10.0.0.0/8', 'fd00::/8']);
     expect(validateKubeOptions(values)).toBe('--auto-expose-namespace-selector needs --auto-expose');
     expect(() => parseFlags(kubeFlags, ['--rules-configmap=rules'])).toThrow(/want NAMESPACE\/NAME/);
@@ -92,7 +130,13 @@ describe('re-registration', () => {
       };
       const holder = new RuleHolder(rules([]));
       const sent: string[][] = [];
-      const stop = followRuleIdentifiers({ holder, clients: { setIdentifierGroups: (g) => void sent.push([...g]) }, extra: 'default-route=true&host=d.c.cluster1', debounceMs: 100, log });
+      const stop = followRuleIdentifiers({
+        holder,
+        clients: { setIdentifierGroups: (g) => void sent.push([...g]) },
+        extra: 'default-route=true&host=d.c.cluster1',
+        debounceMs: 100,
+        log,
+      });
       holder.replace(rules(['a/b']));
       vi.advanceTimersByTime(50);
       holder.replace(rules(['a/b', 'c/d']));
@@ -100,7 +144,12 @@ describe('re-registration', () => {
       expect(sent).toEqual([]);
       vi.advanceTimersByTime(1);
       // b.a has its stream; d.c is one of the agent's own (--agent-identifiers), only its hashed name is a rule's
-      expect(sent).toEqual([[`host=b.a.cluster1&host=${hashedServiceHost('cluster1', 'a', 'b')}`, `host=${hashedServiceHost('cluster1', 'c', 'd')}`]]);
+      expect(sent).toEqual([
+        [
+          `host=b.a.cluster1&host=${hashedServiceHost('cluster1', 'a', 'b')}`,
+          `host=${hashedServiceHost('cluster1', 'c', 'd')}`,
+        ],
+      ]);
       // the same names again: nothing to do
       holder.replace(rules(['c/d', 'a/b']));
       vi.advanceTimersByTime(200);
@@ -122,12 +171,18 @@ describe('dial policy', () => {
     const open = dialPolicy({ kube: { allowedCidrs: [] }, registry: new Registry(), log: spy });
     expect(open.authorize).toBeUndefined();
     expect(warnings).toEqual([expect.stringMatching(/dials any address the hub names/)]);
-    const r = parseRules({ naming, file: { origin: 'f', content: 'static: [{name: db.cluster1, target: 127.0.0.2}]' } });
+    const r = parseRules({
+      naming,
+      file: { origin: 'f', content: 'static: [{name: db.cluster1, target: 127.0.0.2}]' },
+    });
     if (!r.ok) throw new Error();
     const holder = new RuleHolder(r.value);
     const closed = dialPolicy({
       kube: { allowedCidrs: ['10.0.0.0/8'] },
-      rules: { holder, resolveForDial: async (h) => ({ addresses: [{ address: '127.0.0.2' }], match: holder.current.match(h) }) },
+      rules: {
+        holder,
+        resolveForDial: async (h) => ({ addresses: [{ address: '127.0.0.2' }], match: holder.current.match(h) }),
+      },
       registry: new Registry(),
       log: spy,
     });
@@ -145,7 +200,12 @@ describe('delegated auth guard', () => {
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const port = (server.address() as { port: number }).port;
-    const get = async (token?: string) => (await fetch(`http://127.0.0.1:${port}/debug/rules`, { headers: token ? { authorization: `Bearer ${token}` } : {} })).status;
+    const get = async (token?: string) =>
+      (
+        await fetch(`http://127.0.0.1:${port}/debug/rules`, {
+          headers: token ? { authorization: `Bearer ${token}` } : {},
+        })
+      ).status;
     return { get, close: () => new Promise((r) => server.close(r)) };
   }
 
@@ -160,12 +220,21 @@ describe('delegated auth guard', () => {
         return token === 'alice' || token === 'bob' ? { username: token } : undefined;
       },
       async authorize(user, attributes) {
-        calls.push(`sar ${user.username} ${attributes.verb} ${'path' in attributes ? attributes.path : attributes.resource}`);
+        calls.push(
+          `sar ${user.username} ${attributes.verb} ${'path' in attributes ? attributes.path : attributes.resource}`,
+        );
         return { allowed: user.username === 'alice' };
       },
     };
     const registry = new Registry();
-    const guard = delegatedAuthGuard({ reviewer, path: '/debug/spoke-agent', log, metrics: new KubeMetrics(registry), cacheTtlMs: 1000, now: () => now });
+    const guard = delegatedAuthGuard({
+      reviewer,
+      path: '/debug/spoke-agent',
+      log,
+      metrics: new KubeMetrics(registry),
+      cacheTtlMs: 1000,
+      now: () => now,
+    });
     const s = await serve(guard);
     try {
       expect(await s.get()).toBe(401);
@@ -173,13 +242,21 @@ describe('delegated auth guard', () => {
       expect(await s.get('bob')).toBe(403);
       expect(await s.get('alice')).toBe(200);
       expect(await s.get('alice')).toBe(200);
-      expect(calls).toEqual(['tr mallory', 'tr bob', 'sar bob get /debug/spoke-agent', 'tr alice', 'sar alice get /debug/spoke-agent']);
+      expect(calls).toEqual([
+        'tr mallory',
+        'tr bob',
+        'sar bob get /debug/spoke-agent',
+        'tr alice',
+        'sar alice get /debug/spoke-agent',
+      ]);
       now = 1001;
       failing = true;
       expect(await s.get('alice')).toBe(503);
       failing = false;
       expect(await s.get('alice')).toBe(200);
-      expect(await registry.getSingleMetricAsString('spoke_agent_kube_auth_decisions_total')).toContain('spoke_agent_kube_auth_decisions_total{result="allowed",cached="true"} 1');
+      expect(await registry.getSingleMetricAsString('spoke_agent_kube_auth_decisions_total')).toContain(
+        'spoke_agent_kube_auth_decisions_total{result="allowed",cached="true"} 1',
+      );
     } finally {
       await s.close();
     }
@@ -189,11 +266,20 @@ describe('delegated auth guard', () => {
 describe('the kubeconfig', () => {
   it('names the deferred modules a kubeconfig needs: a proxy, an auth provider; none in a pod', async () => {
     const { optionalModules } = await import('./config.js');
-    const none = { clusters: [{ name: 'c', server: 'https://10.96.0.1', skipTLSVerify: false }], users: [{ name: 'u', authProvider: { name: 'tokenFile', config: { tokenFile: '/t' } } }] };
+    const none = {
+      clusters: [{ name: 'c', server: 'https://10.96.0.1', skipTLSVerify: false }],
+      users: [{ name: 'u', authProvider: { name: 'tokenFile', config: { tokenFile: '/t' } } }],
+    };
     expect(optionalModules(none)).toEqual([]);
     const proxied = { ...none, clusters: [{ ...none.clusters[0]!, proxyUrl: 'http://proxy:3128' }] };
     expect(optionalModules(proxied).sort()).toEqual(['hpagent', 'socks-proxy-agent']);
-    const oidc = { ...none, users: [{ name: 'u', authProvider: { name: 'oidc', config: {} } }, { name: 'g', authProvider: { name: 'gcp', config: {} } }] };
+    const oidc = {
+      ...none,
+      users: [
+        { name: 'u', authProvider: { name: 'oidc', config: {} } },
+        { name: 'g', authProvider: { name: 'gcp', config: {} } },
+      ],
+    };
     expect(optionalModules(oidc).sort()).toEqual(['jsonpath-plus', 'openid-client']);
   });
 });

@@ -11,7 +11,9 @@ import { kubeApiClient } from './config.js';
 import { countLeases, leaseExpiry, LeaseCounter } from './lease-counter.js';
 
 const log = pino({ level: 'silent' });
-const lease = (renew?: string, acquire?: string, seconds: number | null = 30) => ({ spec: { renewTime: renew, acquireTime: acquire, leaseDurationSeconds: seconds ?? undefined } });
+const lease = (renew?: string, acquire?: string, seconds: number | null = 30) => ({
+  spec: { renewTime: renew, acquireTime: acquire, leaseDurationSeconds: seconds ?? undefined },
+});
 
 describe('counting Leases', () => {
   it('judges a Lease by renewTime, else acquireTime, plus its duration; none valid counts 1', () => {
@@ -20,7 +22,12 @@ describe('counting Leases', () => {
     expect(leaseExpiry(lease(undefined, '2026-12-01T09:59:50Z'))).toBe(now + 20_000);
     expect(leaseExpiry(lease(undefined, undefined))).toBeUndefined();
     expect(leaseExpiry(lease('2026-12-01T09:59:50Z', undefined, null))).toBeUndefined();
-    const leases = [lease('2026-12-01T09:59:45Z'), lease('2026-12-01T09:59:55Z'), lease('2026-12-01T09:59:00Z'), lease(undefined, undefined)];
+    const leases = [
+      lease('2026-12-01T09:59:45Z'),
+      lease('2026-12-01T09:59:55Z'),
+      lease('2026-12-01T09:59:00Z'),
+      lease(undefined, undefined),
+    ];
     expect(countLeases(leases, now)).toEqual({ count: 2, nextExpiry: now + 15_000 });
     expect(countLeases([], now)).toEqual({ count: 1, nextExpiry: undefined });
     expect(countLeases([lease('2026-12-01T09:59:00Z')], now)).toEqual({ count: 1, nextExpiry: undefined });
@@ -39,7 +46,15 @@ describe('the Lease counter', () => {
     api.lease('kube-system', 'konnectivity-proxy-server-b', { renewTime: new Date(Date.now() - 29_000) }); // 1 s left
     api.lease('kube-system', 'unrelated', { labels: { app: 'other' } });
     const counts: number[] = [];
-    const counter = new LeaseCounter({ client: (await kubeApiClient(api.kubeconfigPath))!, namespace: 'kube-system', selector: 'k8s-app=konnectivity-server', onCount: (n) => counts.push(n), log, registry: new Registry(), resyncMs: 60_000 });
+    const counter = new LeaseCounter({
+      client: (await kubeApiClient(api.kubeconfigPath))!,
+      namespace: 'kube-system',
+      selector: 'k8s-app=konnectivity-server',
+      onCount: (n) => counts.push(n),
+      log,
+      registry: new Registry(),
+      resyncMs: 60_000,
+    });
     counter.start();
     try {
       await waitUntil(() => counts.length > 0, 5000, 'the first count');
@@ -49,7 +64,13 @@ describe('the Lease counter', () => {
       api.lease('kube-system', 'konnectivity-proxy-server-c');
       api.lease('kube-system', 'konnectivity-proxy-server-b');
       await waitUntil(() => counts.at(-1) === 3, 3000, 'the new and the renewed Leases');
-      expect(api.requests.some((r) => r.startsWith('GET /apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=k8s-app%3Dkonnectivity-server'))).toBe(true);
+      expect(
+        api.requests.some((r) =>
+          r.startsWith(
+            'GET /apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=k8s-app%3Dkonnectivity-server',
+          ),
+        ),
+      ).toBe(true);
     } finally {
       counter.stop();
     }
@@ -63,14 +84,31 @@ describe('the Lease counter', () => {
     const spy = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
     const counts: number[] = [];
     const registry = new Registry();
-    const counter = new LeaseCounter({ client: (await kubeApiClient(api.kubeconfigPath))!, namespace: 'kube-system', selector: 'k8s-app=konnectivity-server', onCount: (n) => counts.push(n), log: spy, registry, resyncMs: 60_000, backoff: { initialMs: 20, capMs: 50 } });
+    const counter = new LeaseCounter({
+      client: (await kubeApiClient(api.kubeconfigPath))!,
+      namespace: 'kube-system',
+      selector: 'k8s-app=konnectivity-server',
+      onCount: (n) => counts.push(n),
+      log: spy,
+      registry,
+      resyncMs: 60_000,
+      backoff: { initialMs: 20, capMs: 50 },
+    });
     counter.start();
     try {
-      await waitUntil(() => api.requests.slice(from).filter((r) => r.startsWith(`GET ${path}`)).length >= 3, 5000, 'three refused lists');
+      await waitUntil(
+        () => api.requests.slice(from).filter((r) => r.startsWith(`GET ${path}`)).length >= 3,
+        5000,
+        'three refused lists',
+      );
       expect(counts).toEqual([]);
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toMatch(/forbidden to list and watch .*leases: counting proxy-servers by the serverCount header meanwhile; --count-server-leases needs a Role in kube-system granting get, list and watch on leases/);
-      expect(await registry.getSingleMetricAsString('konnectivity_network_proxy_agent_lease_lists_total')).toMatch(/http_response_code="403",reason="Forbidden"\} [3-9]/);
+      expect(warnings[0]).toMatch(
+        /forbidden to list and watch .*leases: counting proxy-servers by the serverCount header meanwhile; --count-server-leases needs a Role in kube-system granting get, list and watch on leases/,
+      );
+      expect(await registry.getSingleMetricAsString('konnectivity_network_proxy_agent_lease_lists_total')).toMatch(
+        /http_response_code="403",reason="Forbidden"\} [3-9]/,
+      );
       api.forbidden.delete(path);
       await waitUntil(() => counts.length > 0, 5000, 'the count once allowed');
       expect(counts).toEqual([3]);

@@ -47,8 +47,18 @@ const goPrefix = 'konnectivity_network_proxy_agent_';
 function leaseMetrics(registry: Registry) {
   const registers = [registry];
   return {
-    lists: new Counter({ name: `${goPrefix}lease_lists_total`, help: 'Count of server lease list calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason', labelNames: ['http_response_code', 'reason'], registers }),
-    watches: new Counter({ name: `${goPrefix}lease_watches_total`, help: 'Count of server lease watch calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason', labelNames: ['http_response_code', 'reason'], registers }),
+    lists: new Counter({
+      name: `${goPrefix}lease_lists_total`,
+      help: 'Count of server lease list calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason',
+      labelNames: ['http_response_code', 'reason'],
+      registers,
+    }),
+    watches: new Counter({
+      name: `${goPrefix}lease_watches_total`,
+      help: 'Count of server lease watch calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason',
+      labelNames: ['http_response_code', 'reason'],
+      registers,
+    }),
     listLatency: new Histogram({
       name: `${goPrefix}lease_list_latency_seconds`,
       help: 'Latency of server lease listing in seconds',
@@ -115,7 +125,10 @@ export class LeaseCounter {
   }
 
   start(): void {
-    this.opts.log.info({ namespace: this.opts.namespace, selector: this.opts.selector }, 'counting proxy-servers by their Leases');
+    this.opts.log.info(
+      { namespace: this.opts.namespace, selector: this.opts.selector },
+      'counting proxy-servers by their Leases',
+    );
     this.watch.start();
   }
 
@@ -134,7 +147,8 @@ export class LeaseCounter {
       this.timer.unref();
     }
     if (count === this.last) return;
-    if (this.last !== undefined || count > 1) this.opts.log.info({ count, leases: this.leases.length }, 'proxy-server Leases counted');
+    if (this.last !== undefined || count > 1)
+      this.opts.log.info({ count, leases: this.leases.length }, 'proxy-server Leases counted');
     this.last = count;
     this.opts.onCount(count);
   }

@@ -11,36 +11,90 @@ export function parseObjectRef(text: string): { namespace: string; name: string 
   const parts = text.split('/');
   if (parts.length !== 2) return `want NAMESPACE/NAME, got "${text}"`;
   const [namespace, name] = parts as [string, string];
-  const problem = labelProblem(namespace, 'namespace') ?? (/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name) && name.length <= 253 ? undefined : `"${name}" is not a ConfigMap name`);
+  const problem =
+    labelProblem(namespace, 'namespace') ??
+    (/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(name) && name.length <= 253
+      ? undefined
+      : `"${name}" is not a ConfigMap name`);
   return problem ?? { namespace, name };
 }
 
 export const kubeFlags = {
-  kubeconfig: str('kubeconfig', '', 'Path to a kubeconfig for the spoke\'s API server; when empty, the in-cluster service account is used (if running in a pod).'),
-  rulesConfigmap: str('rules-configmap', '', 'NAMESPACE/NAME of a ConfigMap whose "rules.yaml" (or "rules.json") key holds rules in the --rules-file format; watched, applied within seconds, a bad edit is rejected whole and the last good rules stay. Not given, in a pod with rules: spoke-agent-rules in the agent\'s namespace, if it exists and the agent may read it; --rules-configmap= turns that off.', {
-    defaultText: '<agent-namespace>/spoke-agent-rules in a pod',
-    validate: (v) => {
-      if (v === '') return undefined;
-      const ref = parseObjectRef(v);
-      return typeof ref === 'string' ? ref : undefined;
+  kubeconfig: str(
+    'kubeconfig',
+    '',
+    "Path to a kubeconfig for the spoke's API server; when empty, the in-cluster service account is used (if running in a pod).",
+  ),
+  rulesConfigmap: str(
+    'rules-configmap',
+    '',
+    'NAMESPACE/NAME of a ConfigMap whose "rules.yaml" (or "rules.json") key holds rules in the --rules-file format; watched, applied within seconds, a bad edit is rejected whole and the last good rules stay. Not given, in a pod with rules: spoke-agent-rules in the agent\'s namespace, if it exists and the agent may read it; --rules-configmap= turns that off.',
+    {
+      defaultText: '<agent-namespace>/spoke-agent-rules in a pod',
+      validate: (v) => {
+        if (v === '') return undefined;
+        const ref = parseObjectRef(v);
+        return typeof ref === 'string' ? ref : undefined;
+      },
     },
-  }),
-  autoExpose: bool('auto-expose', false, 'Watch Services and expose as <service>.<namespace>.<cluster> every Service annotated --auto-expose-annotation="true", and every Service of the namespaces --auto-expose-namespace-selector picks; "false" opts a Service out.'),
-  autoExposeNamespaceSelector: str('auto-expose-namespace-selector', '', 'Label selector (e.g. spoke-agent.io/expose=true) of namespaces whose every Service is exposed; needs --auto-expose.', { validate: labelSelectorProblem }),
-  autoExposeAnnotation: str('auto-expose-annotation', 'spoke-agent.io/expose', 'Service annotation: "true" exposes the Service, "false" keeps it unexposed even in a selected namespace.', {
-    validate: (v) => (/^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(v) ? undefined : `"${v}" is not an annotation key`),
-  }),
-  allowedCidrs: list('allowed-cidrs', [], 'With rules (--cluster-name, given or derived), the agent dials only addresses its rules resolve to and the host= names of --agent-identifiers; these CIDRs (comma-separated, IPv4 or IPv6) are reachable too. Without rules every address is reachable, as with the Go agent.', { validate: cidrsProblem }),
-  debugAuth: str('debug-auth', 'auto', 'Require a bearer token for /debug/*: checked with a TokenReview, then a SubjectAccessReview for "get" on --debug-auth-path. auto: on when running in a cluster.', {
-    validate: (v) => (['auto', 'true', 'false'].includes(v) ? undefined : `must be auto, true or false, got "${v}"`),
-  }),
-  debugAuthPath: str('debug-auth-path', '/debug/spoke-agent', 'Non-resource URL a caller of /debug/* must be allowed to "get" (RBAC nonResourceURLs); /debug/queries, the DNS query log, needs "get" on this path + "/queries" instead.', {
-    validate: (v) => (v.startsWith('/') ? undefined : 'must start with "/"'),
-  }),
-  metricsAuth: bool('metrics-auth', false, 'Protect /metrics like /debug (delegated authentication), requiring "get" on the non-resource URL /metrics.'),
-  kubeResync: duration('kube-resync', 300_000, 'Relist watched objects this often even when the watch looks healthy: a watchdog against watches that go quiet.', {
-    validate: (ms) => (ms < 1000 ? 'must be at least 1s' : undefined),
-  }),
+  ),
+  autoExpose: bool(
+    'auto-expose',
+    false,
+    'Watch Services and expose as <service>.<namespace>.<cluster> every Service annotated --auto-expose-annotation="true", and every Service of the namespaces --auto-expose-namespace-selector picks; "false" opts a Service out.',
+  ),
+  autoExposeNamespaceSelector: str(
+    'auto-expose-namespace-selector',
+    '',
+    'Label selector (e.g. spoke-agent.io/expose=true) of namespaces whose every Service is exposed; needs --auto-expose.',
+    { validate: labelSelectorProblem },
+  ),
+  autoExposeAnnotation: str(
+    'auto-expose-annotation',
+    'spoke-agent.io/expose',
+    'Service annotation: "true" exposes the Service, "false" keeps it unexposed even in a selected namespace.',
+    {
+      validate: (v) =>
+        /^([a-z0-9.-]+\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(v)
+          ? undefined
+          : `"${v}" is not an annotation key`,
+    },
+  ),
+  allowedCidrs: list(
+    'allowed-cidrs',
+    [],
+    'With rules (--cluster-name, given or derived), the agent dials only addresses its rules resolve to and the host= names of --agent-identifiers; these CIDRs (comma-separated, IPv4 or IPv6) are reachable too. Without rules every address is reachable, as with the Go agent.',
+    { validate: cidrsProblem },
+  ),
+  debugAuth: str(
+    'debug-auth',
+    'auto',
+    'Require a bearer token for /debug/*: checked with a TokenReview, then a SubjectAccessReview for "get" on --debug-auth-path. auto: on when running in a cluster.',
+    {
+      validate: (v) => (['auto', 'true', 'false'].includes(v) ? undefined : `must be auto, true or false, got "${v}"`),
+    },
+  ),
+  debugAuthPath: str(
+    'debug-auth-path',
+    '/debug/spoke-agent',
+    'Non-resource URL a caller of /debug/* must be allowed to "get" (RBAC nonResourceURLs); /debug/queries, the DNS query log, needs "get" on this path + "/queries" instead.',
+    {
+      validate: (v) => (v.startsWith('/') ? undefined : 'must start with "/"'),
+    },
+  ),
+  metricsAuth: bool(
+    'metrics-auth',
+    false,
+    'Protect /metrics like /debug (delegated authentication), requiring "get" on the non-resource URL /metrics.',
+  ),
+  kubeResync: duration(
+    'kube-resync',
+    300_000,
+    'Relist watched objects this often even when the watch looks healthy: a watchdog against watches that go quiet.',
+    {
+      validate: (ms) => (ms < 1000 ? 'must be at least 1s' : undefined),
+    },
+  ),
 } satisfies FlagSet;
 
 export type KubeOptions = Values<typeof kubeFlags>;
@@ -50,7 +104,8 @@ export const queriesAuthPath = (debugAuthPath: string) => `${debugAuthPath.repla
 
 /** Checks that span several flags. */
 export function validateKubeOptions(o: KubeOptions): string | undefined {
-  if (o.autoExposeNamespaceSelector !== '' && !o.autoExpose) return '--auto-expose-namespace-selector needs --auto-expose';
+  if (o.autoExposeNamespaceSelector !== '' && !o.autoExpose)
+    return '--auto-expose-namespace-selector needs --auto-expose';
   return undefined;
 }
 
@@ -71,11 +126,22 @@ export function serviceAccountNamespace(dir = serviceAccountDir): string | undef
 }
 
 /** The rules ConfigMap watched when --rules-configmap is not given: the agent's own namespace's, in a pod with rules. */
-export function defaultRulesConfigmap(o: { clusterName: string; agentNamespace: string }, env: NodeJS.ProcessEnv = process.env): string {
-  return o.clusterName !== '' && o.agentNamespace !== '' && inCluster(env) ? `${o.agentNamespace}/spoke-agent-rules` : '';
+export function defaultRulesConfigmap(
+  o: { clusterName: string; agentNamespace: string },
+  env: NodeJS.ProcessEnv = process.env,
+): string {
+  return o.clusterName !== '' && o.agentNamespace !== '' && inCluster(env)
+    ? `${o.agentNamespace}/spoke-agent-rules`
+    : '';
 }
 
 /** Whether the flags need the Kubernetes API at all; the client library costs ~60 MiB, so load it only then. */
 export function usesKubeApi(o: KubeOptions, env: NodeJS.ProcessEnv = process.env): boolean {
-  return o.rulesConfigmap !== '' || o.autoExpose || o.metricsAuth || o.debugAuth === 'true' || (o.debugAuth === 'auto' && inCluster(env));
+  return (
+    o.rulesConfigmap !== '' ||
+    o.autoExpose ||
+    o.metricsAuth ||
+    o.debugAuth === 'true' ||
+    (o.debugAuth === 'auto' && inCluster(env))
+  );
 }

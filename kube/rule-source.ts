@@ -40,7 +40,8 @@ export class KubeRuleSource {
       this.configMapRejected = true;
       this.reject([rules]);
     } else {
-      if (rules === undefined && this.configMap !== undefined) this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
+      if (rules === undefined && this.configMap !== undefined)
+        this.opts.log.warn({ configmap: this.opts.configMapRef }, 'rules ConfigMap deleted: its rules are withdrawn');
       const previous = this.configMap;
       this.configMap = rules;
       // A bad edit is rejected whole: the last good text stays, so other sources keep applying.
@@ -51,7 +52,11 @@ export class KubeRuleSource {
   }
 
   setServices(items: readonly V1Service[]): void {
-    this.services = items.map((s) => ({ namespace: s.metadata?.namespace ?? '', name: s.metadata?.name ?? '', annotations: s.metadata?.annotations ?? {} }));
+    this.services = items.map((s) => ({
+      namespace: s.metadata?.namespace ?? '',
+      name: s.metadata?.name ?? '',
+      annotations: s.metadata?.annotations ?? {},
+    }));
     this.recompute();
     this.showRejected();
   }
@@ -79,8 +84,9 @@ export class KubeRuleSource {
       services: this.services,
     });
     this.composeFailed = !result.ok;
-    if (!result.ok) return this.reject(result.errors), false;
-    if (result.skipped) this.report('warn', result.skipped, 'auto-exposed Services left out: they collide with explicit rules');
+    if (!result.ok) return (this.reject(result.errors), false);
+    if (result.skipped)
+      this.report('warn', result.skipped, 'auto-exposed Services left out: they collide with explicit rules');
     else this.lastProblem = '';
     opts.metrics.autoExposed.set(exposed.length);
     if (sameRules(result.value, opts.holder.current)) {
@@ -93,7 +99,10 @@ export class KubeRuleSource {
     opts.metrics.ruleUpdates.inc({ result: 'applied' });
     const added = [...after].filter((h) => !before.has(h));
     const removed = [...before].filter((h) => !after.has(h));
-    opts.log.info({ names: after.size, added: added.slice(0, 20), removed: removed.slice(0, 20) }, 'rules updated from the Kubernetes API');
+    opts.log.info(
+      { names: after.size, added: added.slice(0, 20), removed: removed.slice(0, 20) },
+      'rules updated from the Kubernetes API',
+    );
     return true;
   }
 

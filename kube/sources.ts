@@ -45,15 +45,23 @@ function wantsKubeSources(o: KubeOptions): boolean {
 export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (!wantsKubeSources(o.kube)) return () => {};
   const flags = o.kube.rulesConfigmap !== '' ? '--rules-configmap' : '--auto-expose';
-  if (o.rules.clusterName === '') throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
+  if (o.rules.clusterName === '')
+    throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
   const client = requireClient(o.client, flags);
   const metrics = kubeMetrics(o.registry);
   const log = o.log.child({ component: 'kube' });
   const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
   const source = new KubeRuleSource({
-    naming: { cluster: o.rules.clusterName, agentNamespace: o.rules.agentNamespace, clusterDomain: normalizeName(o.rules.clusterDomain) },
+    naming: {
+      cluster: o.rules.clusterName,
+      agentNamespace: o.rules.agentNamespace,
+      clusterDomain: normalizeName(o.rules.clusterDomain),
+    },
     expose: o.rules.expose,
-    rulesFile: o.rules.rulesFile === '' ? undefined : { origin: `--rules-file=${o.rules.rulesFile}`, content: readFile(o.rules.rulesFile) },
+    rulesFile:
+      o.rules.rulesFile === ''
+        ? undefined
+        : { origin: `--rules-file=${o.rules.rulesFile}`, content: readFile(o.rules.rulesFile) },
     configMapRef: o.kube.rulesConfigmap,
     annotation: o.kube.autoExposeAnnotation,
     holder: o.holder,
@@ -66,7 +74,13 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (o.kube.rulesConfigmap !== '') {
     const ref = parseObjectRef(o.kube.rulesConfigmap);
     if (typeof ref === 'string') throw new Error(`--rules-configmap: ${ref}`);
-    watches.push(new ResilientWatch<V1ConfigMap>({ ...common, spec: configMapSpec('configmap', ref), onList: (items) => source.setConfigMap(items) }));
+    watches.push(
+      new ResilientWatch<V1ConfigMap>({
+        ...common,
+        spec: configMapSpec('configmap', ref),
+        onList: (items) => source.setConfigMap(items),
+      }),
+    );
   }
   if (o.kube.autoExpose) {
     watches.push(
@@ -88,7 +102,14 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
     }
   }
   for (const w of watches) w.start();
-  log.info({ configmap: o.kube.rulesConfigmap || undefined, autoExpose: o.kube.autoExpose, namespaceSelector: o.kube.autoExposeNamespaceSelector || undefined }, 'watching the Kubernetes API for rules');
+  log.info(
+    {
+      configmap: o.kube.rulesConfigmap || undefined,
+      autoExpose: o.kube.autoExpose,
+      namespaceSelector: o.kube.autoExposeNamespaceSelector || undefined,
+    },
+    'watching the Kubernetes API for rules',
+  );
   return () => {
     for (const w of watches) w.stop();
   };
@@ -130,7 +151,13 @@ export interface Guards {
 }
 
 /** The guards --debug-auth and --metrics-auth ask for. Throws when auth is required but there is no API server. */
-export function authGuards(o: { kube: KubeOptions; log: Logger; registry: Registry; client: KubeApiClient | undefined; env?: NodeJS.ProcessEnv }): Guards {
+export function authGuards(o: {
+  kube: KubeOptions;
+  log: Logger;
+  registry: Registry;
+  client: KubeApiClient | undefined;
+  env?: NodeJS.ProcessEnv;
+}): Guards {
   const debugOn = o.kube.debugAuth === 'true' || (o.kube.debugAuth === 'auto' && inCluster(o.env));
   if (!debugOn && !o.kube.metricsAuth) return {};
   const reviewer = apiReviewer(requireClient(o.client, debugOn ? '--debug-auth=true' : '--metrics-auth'));

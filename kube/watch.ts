@@ -34,15 +34,26 @@ export interface WatchObserver {
  * grant list and watch.
  */
 export function configMapSpec(resource: Resource, ref: { namespace: string; name: string }): WatchSpec {
-  return { resource, path: `/api/v1/namespaces/${ref.namespace}/configmaps`, fieldSelector: `metadata.name=${ref.name}` };
+  return {
+    resource,
+    path: `/api/v1/namespaces/${ref.namespace}/configmaps`,
+    fieldSelector: `metadata.name=${ref.name}`,
+  };
 }
 
 /** Lists what `spec` selects, with the collection's resourceVersion. */
-export function listOf<T extends KubernetesObject>(client: KubeApiClient, spec: WatchSpec, signal?: AbortSignal): Promise<KubernetesListObject<T>> {
+export function listOf<T extends KubernetesObject>(
+  client: KubeApiClient,
+  spec: WatchSpec,
+  signal?: AbortSignal,
+): Promise<KubernetesListObject<T>> {
   return client.get<KubernetesListObject<T>>(spec.path, selectors(spec), signal);
 }
 
-const selectors = (spec: WatchSpec): Query => ({ labelSelector: spec.labelSelector, fieldSelector: spec.fieldSelector });
+const selectors = (spec: WatchSpec): Query => ({
+  labelSelector: spec.labelSelector,
+  fieldSelector: spec.fieldSelector,
+});
 
 export interface ResilientWatchOptions<T extends KubernetesObject> {
   client: KubeApiClient;
@@ -121,7 +132,8 @@ export class ResilientWatch<T extends KubernetesObject> {
     try {
       list = await listOf<T>(client, spec, signal);
     } catch (err) {
-      if (err instanceof ApiError) observer?.list(err.statusCode, err.status?.reason ?? '', (performance.now() - started) / 1000);
+      if (err instanceof ApiError)
+        observer?.list(err.statusCode, err.status?.reason ?? '', (performance.now() - started) / 1000);
       throw err;
     }
     observer?.list(200, '', (performance.now() - started) / 1000);
@@ -138,7 +150,12 @@ export class ResilientWatch<T extends KubernetesObject> {
       // A watch the server should have ended by now (plus a minute) went dead without a word: start over.
       const overdue = AbortSignal.timeout((seconds + 60) * 1000);
       const opened = Date.now();
-      const query = { ...selectors(spec), resourceVersion: version, allowWatchBookmarks: 'true', timeoutSeconds: String(seconds) };
+      const query = {
+        ...selectors(spec),
+        resourceVersion: version,
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: String(seconds),
+      };
       const onEvent = (event: WatchEvent<T>) => {
         version = event.object.metadata?.resourceVersion ?? version;
         if (event.type === 'BOOKMARK') return;
@@ -149,15 +166,22 @@ export class ResilientWatch<T extends KubernetesObject> {
         this.opts.onList([...objects.values()]);
       };
       try {
-        await client.watch<T>(spec.path, query, { onEvent, onOpen: () => observer?.watch(200, '') }, AbortSignal.any([signal, overdue]));
+        await client.watch<T>(
+          spec.path,
+          query,
+          { onEvent, onOpen: () => observer?.watch(200, '') },
+          AbortSignal.any([signal, overdue]),
+        );
       } catch (err) {
-        if (err instanceof ApiError && err.statusCode !== 410) observer?.watch(err.statusCode, err.status?.reason ?? '');
+        if (err instanceof ApiError && err.statusCode !== 410)
+          observer?.watch(err.statusCode, err.status?.reason ?? '');
         throw err;
       }
       if (signal.aborted) return;
       if (overdue.aborted) throw new Error(`the watch of ${spec.path} went silent past its ${seconds} s timeout`);
       // Ended by the server, as watches are: resume from the last version seen.
-      if (Date.now() - opened < 1000) await sleep(this.opts.rewatchPauseMs ?? 1000, undefined, { signal }).catch(() => {});
+      if (Date.now() - opened < 1000)
+        await sleep(this.opts.rewatchPauseMs ?? 1000, undefined, { signal }).catch(() => {});
       if (signal.aborted) return;
     }
   }
@@ -184,7 +208,9 @@ export class ResilientWatch<T extends KubernetesObject> {
     else {
       this.forbiddenSaid = true;
       const { path } = this.opts.spec;
-      const what = this.opts.spec.forbidden ?? `carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`;
+      const what =
+        this.opts.spec.forbidden ??
+        `carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`;
       this.opts.log.warn({ ...fields, path }, `forbidden to list and watch ${path}: ${what}`);
     }
     this.timer = setTimeout(() => {

@@ -25,7 +25,10 @@ console.log(JSON.stringify({ grown, after: young() }));
 
 describe('releaseMemoryWhenIdle', () => {
   it('shrinks the young generation a burst grew once the process is quiet', () => {
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: repoRoot, encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+    });
     const { grown, after } = JSON.parse(out) as { grown: number; after: number };
     expect(grown).toBeGreaterThan(2 << 20);
     expect(after).toBeLessThanOrEqual(1 << 20);
@@ -56,7 +59,13 @@ await new Promise((r) => setTimeout(r, 1500));
 console.log(JSON.stringify(full));
 `;
 const fullCollections = (busyFromStartMs: number, busyShare = 0.02): number[] =>
-  JSON.parse(execFileSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', timing(busyFromStartMs, busyShare)], { cwd: repoRoot, encoding: 'utf8' })) as number[];
+  JSON.parse(
+    execFileSync(
+      process.execPath,
+      ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', timing(busyFromStartMs, busyShare)],
+      { cwd: repoRoot, encoding: 'utf8' },
+    ),
+  ) as number[];
 
 describe('the start-up collection', () => {
   it('runs once, soon after start, in a quiet process', () => {

@@ -31,8 +31,14 @@ export interface IdleMemoryOptions {
 export const bytecodeOldAge = 3;
 
 /** Starts watching; returns what stops it. */
-export function releaseMemoryWhenIdle({ windowMs = 5000, busyShare = 0.02, startupMs = 1000, startupQuietMs = 250 }: IdleMemoryOptions = {}): () => void {
-  if (!process.execArgv.some((a) => a.startsWith('--bytecode-old-age'))) setFlagsFromString(`--bytecode-old-age=${bytecodeOldAge}`);
+export function releaseMemoryWhenIdle({
+  windowMs = 5000,
+  busyShare = 0.02,
+  startupMs = 1000,
+  startupQuietMs = 250,
+}: IdleMemoryOptions = {}): () => void {
+  if (!process.execArgv.some((a) => a.startsWith('--bytecode-old-age')))
+    setFlagsFromString(`--bytecode-old-age=${bytecodeOldAge}`);
   const busy = (since: NodeJS.CpuUsage, ms: number) => {
     const used = process.cpuUsage(since);
     return (used.user + used.system) / 1000 > ms * busyShare;

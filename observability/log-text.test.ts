@@ -7,13 +7,27 @@ const at = new Date(2026, 10, 30, 9, 5, 7, 42).getTime(); // local time, as the 
 
 describe('formatLine', () => {
   it('renders time, level, message and the fields as key=value, quoting what needs it', () => {
-    const line = JSON.stringify({ level: 30, time: at, msg: 'DNS server listening', address: '127.0.0.1', port: 5353, forward: true, note: 'two words', flags: ['--a'], q: 'a=b' });
-    expect(formatLine(line, false)).toBe('09:05:07.042 INFO  DNS server listening address=127.0.0.1 port=5353 forward=true note="two words" flags=["--a"] q="a=b"\n');
+    const line = JSON.stringify({
+      level: 30,
+      time: at,
+      msg: 'DNS server listening',
+      address: '127.0.0.1',
+      port: 5353,
+      forward: true,
+      note: 'two words',
+      flags: ['--a'],
+      q: 'a=b',
+    });
+    expect(formatLine(line, false)).toBe(
+      '09:05:07.042 INFO  DNS server listening address=127.0.0.1 port=5353 forward=true note="two words" flags=["--a"] q="a=b"\n',
+    );
   });
 
   it('colours the time, the level and the keys only when asked', () => {
     const line = JSON.stringify({ level: 40, time: at, msg: 'careful', port: 1 });
-    expect(formatLine(line, true)).toBe('\x1b[2m09:05:07.042\x1b[0m \x1b[33mWARN \x1b[0m careful \x1b[2mport=\x1b[0m1\n');
+    expect(formatLine(line, true)).toBe(
+      '\x1b[2m09:05:07.042\x1b[0m \x1b[33mWARN \x1b[0m careful \x1b[2mport=\x1b[0m1\n',
+    );
     expect(formatLine(line, false)).not.toContain('\x1b');
   });
 
@@ -23,8 +37,15 @@ describe('formatLine', () => {
   });
 
   it("shows an error's message as the value and its stack indented below", () => {
-    const line = JSON.stringify({ level: 50, time: at, msg: 'failed', err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at f (x.ts:1:1)' } });
-    expect(formatLine(line, false)).toBe('09:05:07.042 ERROR failed err=boom\n    Error: boom\n        at f (x.ts:1:1)\n');
+    const line = JSON.stringify({
+      level: 50,
+      time: at,
+      msg: 'failed',
+      err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at f (x.ts:1:1)' },
+    });
+    expect(formatLine(line, false)).toBe(
+      '09:05:07.042 ERROR failed err=boom\n    Error: boom\n        at f (x.ts:1:1)\n',
+    );
   });
 
   it('passes a line that is not JSON through as it came', () => {

@@ -28,7 +28,12 @@ function renderValue(value: unknown): string {
 
 /** pino's err serializer output: `{ type, message, stack }`. */
 function isSerializedError(value: unknown): value is { message: string; stack?: string } {
-  return typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string' && typeof (value as { type?: unknown }).type === 'string';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { message?: unknown }).message === 'string' &&
+    typeof (value as { type?: unknown }).type === 'string'
+  );
 }
 
 /** One JSON log line to one text line (plus an error's stack, indented, below it). */
@@ -50,7 +55,11 @@ export function formatLine(line: string, colour: boolean): string {
     if (prefixFields.has(key)) continue;
     const shown = isSerializedError(value) ? value.message : value;
     out += ` ${paint('2', `${key}=`)}${renderValue(shown)}`;
-    if (isSerializedError(value) && value.stack) stacks += value.stack.split('\n').map((l) => `${paint('2', `    ${escapeControls(l)}`)}\n`).join('');
+    if (isSerializedError(value) && value.stack)
+      stacks += value.stack
+        .split('\n')
+        .map((l) => `${paint('2', `    ${escapeControls(l)}`)}\n`)
+        .join('');
   }
   return `${out}\n${stacks}`;
 }

@@ -16,7 +16,8 @@ const maxSeconds = 300;
 /** `?seconds=`: a whole number of seconds from 1 to 300 (30 when absent), or why not. */
 export function profileSeconds(raw: string | null): number | string {
   if (raw === null || raw === '') return defaultSeconds;
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > maxSeconds) return `seconds must be a whole number from 1 to ${maxSeconds}, got "${raw}"`;
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > maxSeconds)
+    return `seconds must be a whole number from 1 to ${maxSeconds}, got "${raw}"`;
   return Number(raw);
 }
 
@@ -35,14 +36,19 @@ export async function cpuProfile(seconds: number, signal?: AbortSignal): Promise
   }
 }
 
-const attachment = (kind: string) => `attachment; filename="spoke-agent-${process.pid}-${new Date().toISOString().replace(/[:.]/g, '-')}.${kind}"`;
+const attachment = (kind: string) =>
+  `attachment; filename="spoke-agent-${process.pid}-${new Date().toISOString().replace(/[:.]/g, '-')}.${kind}"`;
 
 function cpuProfileHandler(log: Logger): RouteHandler {
   let running = false; // one at a time, as Go's pprof
   return async (req, res, url) => {
     const seconds = profileSeconds(url.searchParams.get('seconds'));
-    if (typeof seconds === 'string') return void res.writeHead(400, { 'content-type': 'text/plain' }).end(`${seconds}\n`);
-    if (running) return void res.writeHead(409, { 'content-type': 'text/plain' }).end('a CPU profile is already being taken; try again when it is done\n');
+    if (typeof seconds === 'string')
+      return void res.writeHead(400, { 'content-type': 'text/plain' }).end(`${seconds}\n`);
+    if (running)
+      return void res
+        .writeHead(409, { 'content-type': 'text/plain' })
+        .end('a CPU profile is already being taken; try again when it is done\n');
     running = true;
     const gone = new AbortController();
     res.on('close', () => gone.abort()); // the client left: stop profiling
@@ -50,7 +56,9 @@ function cpuProfileHandler(log: Logger): RouteHandler {
       log.info({ seconds, client: req.socket.remoteAddress }, 'taking a CPU profile');
       const profile = await cpuProfile(seconds, gone.signal);
       if (gone.signal.aborted) return;
-      res.writeHead(200, { 'content-type': 'application/json', 'content-disposition': attachment('cpuprofile') }).end(JSON.stringify(profile));
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'content-disposition': attachment('cpuprofile') })
+        .end(JSON.stringify(profile));
     } finally {
       running = false;
     }
@@ -72,7 +80,11 @@ const index = `spoke-agent profiling (--enable-profiling); save the output and o
 
 /** Adds /debug/pprof/ (an index), /debug/pprof/profile and /debug/pprof/heap to the admin server. */
 export function addProfilingRoutes(server: HealthServer, log: Logger, guard?: Guard): void {
-  server.addRoute('/debug/pprof/', (_req, res) => void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(index), guard);
+  server.addRoute(
+    '/debug/pprof/',
+    (_req, res) => void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(index),
+    guard,
+  );
   server.addRoute('/debug/pprof/profile', cpuProfileHandler(log), guard);
   server.addRoute('/debug/pprof/heap', heapSnapshotHandler(log), guard);
 }

@@ -15,7 +15,8 @@ export function validateIdentifiers(text: string): string | undefined {
     return `agent address is invalid: ${(err as Error).message}`;
   }
   for (const key of query.keys()) {
-    if (!(identifierKeys as readonly string[]).includes(key)) return `agent address is invalid: unknown address type: ${key}`;
+    if (!(identifierKeys as readonly string[]).includes(key))
+      return `agent address is invalid: unknown address type: ${key}`;
   }
   return undefined;
 }

@@ -24,7 +24,8 @@ describe('GrpcMessageReader', () => {
   });
 
   it('reads the same messages whatever the chunk boundaries, down to a byte at a time', () => {
-    for (let cut = 1; cut < stream.length; cut++) expect(read([stream.subarray(0, cut), stream.subarray(cut)]), `cut at ${cut}`).toEqual(messages);
+    for (let cut = 1; cut < stream.length; cut++)
+      expect(read([stream.subarray(0, cut), stream.subarray(cut)]), `cut at ${cut}`).toEqual(messages);
     expect(read([...stream].map((b) => Buffer.from([b])))).toEqual(messages);
   });
 

@@ -29,7 +29,10 @@ export class GrpcMessageReader {
       this.pendingBytes += chunk.length;
       if (this.pendingBytes < grpcPrefixBytes) return;
       const first = this.pending[0]!;
-      const length = first.length >= grpcPrefixBytes ? this.messageLength(first, 0) : this.messageLength(Buffer.concat(this.pending, this.pendingBytes), 0);
+      const length =
+        first.length >= grpcPrefixBytes
+          ? this.messageLength(first, 0)
+          : this.messageLength(Buffer.concat(this.pending, this.pendingBytes), 0);
       if (this.pendingBytes < grpcPrefixBytes + length) return;
       buf = Buffer.concat(this.pending, this.pendingBytes);
       this.pending = [];
@@ -50,9 +53,11 @@ export class GrpcMessageReader {
 
   /** The length in the prefix at `at` (read in place: no view per message), checked. */
   private messageLength(buf: Buffer, at: number): number {
-    if (buf[at] !== 0) throw new GrpcFramingError(`compressed message (flag ${buf[at]}) but no compression was negotiated`);
+    if (buf[at] !== 0)
+      throw new GrpcFramingError(`compressed message (flag ${buf[at]}) but no compression was negotiated`);
     const length = buf.readUInt32BE(at + 1);
-    if (length > this.maxMessageBytes) throw new GrpcFramingError(`message of ${length} bytes exceeds the limit of ${this.maxMessageBytes}`);
+    if (length > this.maxMessageBytes)
+      throw new GrpcFramingError(`message of ${length} bytes exceeds the limit of ${this.maxMessageBytes}`);
     return length;
   }
 }

@@ -8,7 +8,19 @@ const connect = AgentService.service.Connect!;
 const serialize = (p: OutPacket): Buffer => connect.requestSerialize(p) as Buffer;
 const deserialize = (bytes: Buffer): Packet => connect.responseDeserialize(bytes) as Packet;
 
-const int64s = ['0', '1', '127', '128', '300', '2147483648', '4294967296', '9007199254740993', '9223372036854775807', '-1', '-9223372036854775808'];
+const int64s = [
+  '0',
+  '1',
+  '127',
+  '128',
+  '300',
+  '2147483648',
+  '4294967296',
+  '9007199254740993',
+  '9223372036854775807',
+  '-1',
+  '-9223372036854775808',
+];
 const strings = ['', 'tcp', '127.0.0.1:8080', 'dial tcp: lookup héllo.svc → 世界 🙂 failed', 'x'.repeat(200)];
 const payloads = [0, 1, 127, 128, 65536, 262144].map((size) => Buffer.alloc(size, size & 0xff));
 
@@ -38,7 +50,10 @@ function outPackets(): OutPacket[] {
 }
 
 // Buffer.toJSON runs before a replacer would, so the payload is swapped out first.
-const label = (p: OutPacket): string => JSON.stringify(p.type === PacketType.DATA ? { ...p, data: { ...p.data, data: `<${p.data.data.length} bytes>` } } : p).slice(0, 160);
+const label = (p: OutPacket): string =>
+  JSON.stringify(
+    p.type === PacketType.DATA ? { ...p, data: { ...p.data, data: `<${p.data.data.length} bytes>` } } : p,
+  ).slice(0, 160);
 
 function expectFrame(frame: Buffer, body: Buffer): void {
   expect(frame.length).toBe(grpcPrefixBytes + body.length);
@@ -51,12 +66,16 @@ function expectFrame(frame: Buffer, body: Buffer): void {
 function expectSamePacket(ours: Packet, theirs: Packet, what: string): void {
   if (ours.data && theirs.data) {
     expect(ours.data.data.equals(theirs.data.data), what).toBe(true);
-    expect({ ...ours, data: { ...ours.data, data: null } }, what).toEqual({ ...theirs, data: { ...theirs.data, data: null } });
+    expect({ ...ours, data: { ...ours.data, data: null } }, what).toEqual({
+      ...theirs,
+      data: { ...theirs.data, data: null },
+    });
   } else expect(ours, what).toEqual(theirs);
 }
 
 /** A length-delimited field with a short (one-byte-length) body. */
-const lenField = (number: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([(number << 3) | 2, body.length]), body]);
+const lenField = (number: number, body: Buffer): Buffer =>
+  Buffer.concat([Buffer.from([(number << 3) | 2, body.length]), body]);
 
 /** Ours must throw, or agree with protobufjs (which is laxer, so it may accept what we refuse). */
 function expectThrowsOrAgrees(bytes: Buffer): 'threw' | 'agreed' {
@@ -69,7 +88,9 @@ function expectThrowsOrAgrees(bytes: Buffer): 'threw' | 'agreed' {
   }
   const theirs = deserialize(bytes);
   // protobufjs keeps every oneof member it saw; we keep the last, as Go does.
-  const members = ['dialRequest', 'dialResponse', 'data', 'closeRequest', 'closeResponse', 'closeDial', 'drain'].filter((m) => m in theirs);
+  const members = ['dialRequest', 'dialResponse', 'data', 'closeRequest', 'closeResponse', 'closeDial', 'drain'].filter(
+    (m) => m in theirs,
+  );
   if (members.length <= 1) expect(ours, bytes.toString('hex')).toEqual(theirs);
   return 'agreed';
 }
@@ -97,13 +118,22 @@ describe('encodeFrame', () => {
   });
 
   it('wraps int64 strings beyond the range modulo 2^64, as protobufjs does, and refuses what is not a decimal integer', () => {
-    for (const connectID of ['18446744073709551615', '18446744073709551616', '-9223372036854775809', '99999999999999999999999', '007', '-0']) {
+    for (const connectID of [
+      '18446744073709551615',
+      '18446744073709551616',
+      '-9223372036854775809',
+      '99999999999999999999999',
+      '007',
+      '-0',
+    ]) {
       const p: OutPacket = { type: PacketType.CLOSE_REQ, closeRequest: { connectID } };
       expect(encodePacket(p).equals(serialize(p)), connectID).toBe(true);
     }
     // protobufjs reads 'abc' as 0 and '1e3' as 1; a bad ID is our bug, better loud.
     for (const connectID of ['', '-', 'abc', '1e3', ' 5', '+5', '12a']) {
-      expect(() => encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } }), connectID).toThrow(/invalid int64/);
+      expect(() => encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } }), connectID).toThrow(
+        /invalid int64/,
+      );
     }
   });
 
@@ -152,7 +182,11 @@ describe('decodePacket', () => {
     backing.set(bytes, 2);
     const packet = decodePacket(backing.subarray(2, 2 + bytes.length));
     backing.fill(0);
-    expect(packet).toEqual({ type: PacketType.DATA, payload: 'data', data: { connectID: '3', error: '', data: Buffer.from('hello') } });
+    expect(packet).toEqual({
+      type: PacketType.DATA,
+      payload: 'data',
+      data: { connectID: '3', error: '', data: Buffer.from('hello') },
+    });
   });
 
   it('skips unknown fields of every wire type, at the top level and inside the member', () => {
@@ -163,19 +197,45 @@ describe('decodePacket', () => {
       Buffer.from('6501020304', 'hex'), // field 12, fixed32
       Buffer.from('c03e01', 'hex'), // field 1000, varint (a two-byte tag)
     ]);
-    const inner = Buffer.concat([unknown, Buffer.from('0801', 'hex'), unknown, Buffer.from('1a03', 'hex'), Buffer.from('xyz'), unknown]);
+    const inner = Buffer.concat([
+      unknown,
+      Buffer.from('0801', 'hex'),
+      unknown,
+      Buffer.from('1a03', 'hex'),
+      Buffer.from('xyz'),
+      unknown,
+    ]);
     const bytes = Buffer.concat([unknown, Buffer.from('0804', 'hex'), unknown, lenField(4, inner), unknown]);
     expect(decodePacket(bytes)).toEqual(deserialize(bytes));
-    expect(decodePacket(bytes)).toEqual({ type: PacketType.DATA, payload: 'data', data: { connectID: '1', error: '', data: Buffer.from('xyz') } });
+    expect(decodePacket(bytes)).toEqual({
+      type: PacketType.DATA,
+      payload: 'data',
+      data: { connectID: '1', error: '', data: Buffer.from('xyz') },
+    });
     // And inside the empty Drain.
-    expect(decodePacket(Buffer.concat([Buffer.from('0806', 'hex'), lenField(8, unknown)]))).toEqual({ type: PacketType.DRAIN, payload: 'drain', drain: {} });
+    expect(decodePacket(Buffer.concat([Buffer.from('0806', 'hex'), lenField(8, unknown)]))).toEqual({
+      type: PacketType.DRAIN,
+      payload: 'drain',
+      drain: {},
+    });
   });
 
   it('keeps the last occurrence of a oneof member, replacing (not merging) a repeated one', () => {
-    const dial = serialize({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: 'a:1', random: '1' } });
+    const dial = serialize({
+      type: PacketType.DIAL_REQ,
+      dialRequest: { protocol: 'tcp', address: 'a:1', random: '1' },
+    });
     const close = serialize({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: '2' } });
-    expect(decodePacket(Buffer.concat([dial, close]))).toEqual({ type: PacketType.CLOSE_REQ, payload: 'closeRequest', closeRequest: { connectID: '2' } });
-    expect(decodePacket(Buffer.concat([close, dial]))).toEqual({ type: PacketType.DIAL_REQ, payload: 'dialRequest', dialRequest: { protocol: 'tcp', address: 'a:1', random: '1' } });
+    expect(decodePacket(Buffer.concat([dial, close]))).toEqual({
+      type: PacketType.CLOSE_REQ,
+      payload: 'closeRequest',
+      closeRequest: { connectID: '2' },
+    });
+    expect(decodePacket(Buffer.concat([close, dial]))).toEqual({
+      type: PacketType.DIAL_REQ,
+      payload: 'dialRequest',
+      dialRequest: { protocol: 'tcp', address: 'a:1', random: '1' },
+    });
     const again = Buffer.concat([dial, lenField(2, Buffer.from('1809', 'hex'))]);
     expect(decodePacket(again)).toEqual(deserialize(again));
     expect(decodePacket(again).dialRequest).toEqual({ protocol: '', address: '', random: '9' });
@@ -233,10 +293,13 @@ describe('decodePacket', () => {
       if (expectThrowsOrAgrees(garbage) === 'threw') threw++;
     }
     expect(threw).toBeGreaterThan(1500);
-    const valid = outPackets().filter((q) => !(q.type === PacketType.DATA && q.data.data.length > 1000)).map(serialize);
+    const valid = outPackets()
+      .filter((q) => !(q.type === PacketType.DATA && q.data.data.length > 1000))
+      .map(serialize);
     for (let i = 0; i < 3000; i++) {
       const bytes = Buffer.from(valid[Math.floor(next() * valid.length)]!);
-      for (let flips = 1 + Math.floor(next() * 3); flips > 0; flips--) bytes[Math.floor(next() * bytes.length)] = Math.floor(next() * 256);
+      for (let flips = 1 + Math.floor(next() * 3); flips > 0; flips--)
+        bytes[Math.floor(next() * bytes.length)] = Math.floor(next() * 256);
       expectThrowsOrAgrees(bytes);
     }
   });

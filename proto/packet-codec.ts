@@ -16,11 +16,19 @@ const I64 = 1;
 const LEN = 2;
 const I32 = 5;
 
-const enum Kind { String, Int64, Bytes }
+const enum Kind {
+  String,
+  Int64,
+  Bytes,
+}
 
 const EMPTY = Buffer.alloc(0);
 
-interface FieldSpec { readonly name: string; readonly number: number; readonly kind: Kind }
+interface FieldSpec {
+  readonly name: string;
+  readonly number: number;
+  readonly kind: Kind;
+}
 interface MemberSpec {
   readonly name: PayloadName;
   readonly number: number;
@@ -31,15 +39,63 @@ interface MemberSpec {
 
 /** `oneof payload`, in field-number order; every field number is below 16, so each tag is one byte. */
 const MEMBERS: readonly MemberSpec[] = [
-  { name: 'dialRequest', number: 2, fields: [{ name: 'protocol', number: 1, kind: Kind.String }, { name: 'address', number: 2, kind: Kind.String }, { name: 'random', number: 3, kind: Kind.Int64 }], empty: () => ({ protocol: '', address: '', random: '0' }) },
-  { name: 'dialResponse', number: 3, fields: [{ name: 'error', number: 1, kind: Kind.String }, { name: 'connectID', number: 2, kind: Kind.Int64 }, { name: 'random', number: 3, kind: Kind.Int64 }], empty: () => ({ error: '', connectID: '0', random: '0' }) },
-  { name: 'data', number: 4, fields: [{ name: 'connectID', number: 1, kind: Kind.Int64 }, { name: 'error', number: 2, kind: Kind.String }, { name: 'data', number: 3, kind: Kind.Bytes }], empty: () => ({ connectID: '0', error: '', data: EMPTY }) },
-  { name: 'closeRequest', number: 5, fields: [{ name: 'connectID', number: 1, kind: Kind.Int64 }], empty: () => ({ connectID: '0' }) },
-  { name: 'closeResponse', number: 6, fields: [{ name: 'error', number: 1, kind: Kind.String }, { name: 'connectID', number: 2, kind: Kind.Int64 }], empty: () => ({ error: '', connectID: '0' }) },
-  { name: 'closeDial', number: 7, fields: [{ name: 'random', number: 1, kind: Kind.Int64 }], empty: () => ({ random: '0' }) },
+  {
+    name: 'dialRequest',
+    number: 2,
+    fields: [
+      { name: 'protocol', number: 1, kind: Kind.String },
+      { name: 'address', number: 2, kind: Kind.String },
+      { name: 'random', number: 3, kind: Kind.Int64 },
+    ],
+    empty: () => ({ protocol: '', address: '', random: '0' }),
+  },
+  {
+    name: 'dialResponse',
+    number: 3,
+    fields: [
+      { name: 'error', number: 1, kind: Kind.String },
+      { name: 'connectID', number: 2, kind: Kind.Int64 },
+      { name: 'random', number: 3, kind: Kind.Int64 },
+    ],
+    empty: () => ({ error: '', connectID: '0', random: '0' }),
+  },
+  {
+    name: 'data',
+    number: 4,
+    fields: [
+      { name: 'connectID', number: 1, kind: Kind.Int64 },
+      { name: 'error', number: 2, kind: Kind.String },
+      { name: 'data', number: 3, kind: Kind.Bytes },
+    ],
+    empty: () => ({ connectID: '0', error: '', data: EMPTY }),
+  },
+  {
+    name: 'closeRequest',
+    number: 5,
+    fields: [{ name: 'connectID', number: 1, kind: Kind.Int64 }],
+    empty: () => ({ connectID: '0' }),
+  },
+  {
+    name: 'closeResponse',
+    number: 6,
+    fields: [
+      { name: 'error', number: 1, kind: Kind.String },
+      { name: 'connectID', number: 2, kind: Kind.Int64 },
+    ],
+    empty: () => ({ error: '', connectID: '0' }),
+  },
+  {
+    name: 'closeDial',
+    number: 7,
+    fields: [{ name: 'random', number: 1, kind: Kind.Int64 }],
+    empty: () => ({ random: '0' }),
+  },
   { name: 'drain', number: 8, fields: [], empty: () => ({}) },
 ];
-const MEMBER_BY_NUMBER: ReadonlyArray<MemberSpec | undefined> = MEMBERS.reduce<Array<MemberSpec | undefined>>((all, m) => ((all[m.number] = m), all), []);
+const MEMBER_BY_NUMBER: ReadonlyArray<MemberSpec | undefined> = MEMBERS.reduce<Array<MemberSpec | undefined>>(
+  (all, m) => ((all[m.number] = m), all),
+  [],
+);
 
 const wireTypeOf = (kind: Kind): number => (kind === Kind.Int64 ? VARINT : LEN);
 const tagOf = (number: number, wireType: number): number => (number << 3) | wireType;
@@ -84,7 +140,8 @@ function readUint32(what: string): number {
 /** The end of a length-delimited field starting at the cursor. */
 function readLengthEnd(): number {
   const length = readUint32('length');
-  if (length > buf.length - pos) throw new Error(`length ${length} at byte ${pos} runs past the end (${buf.length - pos} bytes left)`);
+  if (length > buf.length - pos)
+    throw new Error(`length ${length} at byte ${pos} runs past the end (${buf.length - pos} bytes left)`);
   return pos + length;
 }
 
@@ -154,7 +211,8 @@ function decodeMember(spec: MemberSpec, end: number): Record<string, unknown> {
     } else {
       const fieldEnd = readLengthEnd();
       if (fieldEnd > end) throw new Error(`${spec.name}.${f.name} runs past its message at byte ${pos}`);
-      out[f.name] = f.kind === Kind.String ? buf.toString('utf8', pos, fieldEnd) : Buffer.from(buf.subarray(pos, fieldEnd));
+      out[f.name] =
+        f.kind === Kind.String ? buf.toString('utf8', pos, fieldEnd) : Buffer.from(buf.subarray(pos, fieldEnd));
       pos = fieldEnd;
     }
     if (pos > end) throw new Error(`${spec.name}.${f.name} runs past its message at byte ${pos}`);
@@ -205,7 +263,12 @@ export function decodePacket(bytes: Uint8Array): Packet {
 // ---- Encoding ----------------------------------------------------------------------------------
 // Two passes over a flat plan of fields: the first sizes every field (and the member's length
 // header), the second writes them into one buffer with room for the gRPC prefix in front.
-const enum Op { Varint, String, Bytes, Header }
+const enum Op {
+  Varint,
+  String,
+  Bytes,
+  Header,
+}
 let count = 0;
 const ops: Op[] = [];
 const tags: number[] = [];
@@ -371,7 +434,13 @@ function planData(connectID: bigint, payload: Uint8Array): number {
   count = 0;
   const size = plan(Op.Varint, tagOf(1, VARINT), PacketType.DATA, 0, 0);
   const header = openMember(DATA);
-  return size + closeMember(header, planInt64(tagOf(1, VARINT), connectID) + plan(Op.Bytes, tagOf(3, LEN), 0, 0, payload.length, payload));
+  return (
+    size +
+    closeMember(
+      header,
+      planInt64(tagOf(1, VARINT), connectID) + plan(Op.Bytes, tagOf(3, LEN), 0, 0, payload.length, payload),
+    )
+  );
 }
 
 /** `Packet{type: DATA, data: {connectID, data: payload}}` as one gRPC message (prefix included). */

@@ -13,15 +13,41 @@ export enum PacketType {
   DRAIN = 6,
 }
 
-export interface DialRequest { protocol: string; address: string; random: string }
-export interface DialResponse { error: string; connectID: string; random: string }
-export interface CloseRequest { connectID: string }
-export interface CloseResponse { error: string; connectID: string }
-export interface CloseDial { random: string }
-export interface Data { connectID: string; error: string; data: Buffer }
+export interface DialRequest {
+  protocol: string;
+  address: string;
+  random: string;
+}
+export interface DialResponse {
+  error: string;
+  connectID: string;
+  random: string;
+}
+export interface CloseRequest {
+  connectID: string;
+}
+export interface CloseResponse {
+  error: string;
+  connectID: string;
+}
+export interface CloseDial {
+  random: string;
+}
+export interface Data {
+  connectID: string;
+  error: string;
+  data: Buffer;
+}
 
 /** The members of `oneof payload`, in field-number order (2..8). */
-export type PayloadName = 'dialRequest' | 'dialResponse' | 'data' | 'closeRequest' | 'closeResponse' | 'closeDial' | 'drain';
+export type PayloadName =
+  | 'dialRequest'
+  | 'dialResponse'
+  | 'data'
+  | 'closeRequest'
+  | 'closeResponse'
+  | 'closeDial'
+  | 'drain';
 
 /** A decoded packet: `payload` names the oneof member that is set (if any). */
 export interface Packet {

@@ -5,7 +5,10 @@
 function queryUnescape(text: string): string {
   const bad = /%(?![0-9A-Fa-f]{2})(.{0,2})/s.exec(text);
   if (bad) throw new Error(`invalid URL escape "%${bad[1]}"`);
-  const bytes = Buffer.from(text.replace(/\+/g, ' ').replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+  const bytes = Buffer.from(
+    text.replace(/\+/g, ' ').replace(/%([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+    'latin1',
+  );
   return bytes.toString('utf8');
 }
 

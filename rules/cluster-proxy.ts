@@ -37,7 +37,11 @@ export function deriveIdentity(i: IdentityInputs): DerivedIdentity {
     const cluster = proxyHosts.size === 0 ? undefined : hosts.find((h) => proxyHosts.has(serviceProxyHost(h)));
     if (cluster !== undefined) {
       out.clusterName = cluster;
-      out.derived.push({ flag: '--cluster-name', value: cluster, from: `--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${serviceProxyHost(cluster)} is listed (cluster-proxy)` });
+      out.derived.push({
+        flag: '--cluster-name',
+        value: cluster,
+        from: `--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${serviceProxyHost(cluster)} is listed (cluster-proxy)`,
+      });
     } else if (proxyHosts.size > 0) {
       out.problem = `--agent-identifiers has cluster-proxy's service-proxy host (${[...proxyHosts][0]}) but no host=<cluster> that hashes to it (is cluster-proxy's kube-api proxy off?): set --cluster-name to serve names`;
     }
@@ -48,10 +52,18 @@ export function deriveIdentity(i: IdentityInputs): DerivedIdentity {
     const fromFile = i.serviceAccountNamespace?.trim() ?? '';
     if (fromHost !== undefined) {
       out.agentNamespace = fromHost.slice(prefix.length);
-      out.derived.push({ flag: '--agent-namespace', value: out.agentNamespace, from: `--agent-identifiers: host=${fromHost} is <cluster>.<namespace>` });
+      out.derived.push({
+        flag: '--agent-namespace',
+        value: out.agentNamespace,
+        from: `--agent-identifiers: host=${fromHost} is <cluster>.<namespace>`,
+      });
     } else if (fromFile !== '' && labelProblem(fromFile, '') === undefined) {
       out.agentNamespace = fromFile;
-      out.derived.push({ flag: '--agent-namespace', value: fromFile, from: "the pod's service account namespace file" });
+      out.derived.push({
+        flag: '--agent-namespace',
+        value: fromFile,
+        from: "the pod's service account namespace file",
+      });
     }
   }
   return out;

@@ -7,7 +7,11 @@ import type { Result } from './rule-file.js';
 import { parseRules, type RuleSet, type ServiceRef } from './rule-set.js';
 
 /** The rules the flags describe (reading --rules-file), or every problem found, each naming its rule. */
-export function rulesFromFlags(values: RuleFlagValues, services?: readonly ServiceRef[], readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Result<RuleSet> {
+export function rulesFromFlags(
+  values: RuleFlagValues,
+  services?: readonly ServiceRef[],
+  readFile: (path: string) => string = (p) => readFileSync(p, 'utf8'),
+): Result<RuleSet> {
   let file: { origin: string; content: string } | undefined;
   if (values.rulesFile !== '') {
     try {
@@ -17,7 +21,11 @@ export function rulesFromFlags(values: RuleFlagValues, services?: readonly Servi
     }
   }
   return parseRules({
-    naming: { cluster: values.clusterName, agentNamespace: values.agentNamespace, clusterDomain: normalizeName(values.clusterDomain) },
+    naming: {
+      cluster: values.clusterName,
+      agentNamespace: values.agentNamespace,
+      clusterDomain: normalizeName(values.clusterDomain),
+    },
     expose: values.expose,
     file,
     services,

@@ -31,7 +31,8 @@ export function hostNameProblem(name: string, what: string): string | undefined 
   if (name === '') return `${what} is empty`;
   if (name.length > 253) return `${what} "${name}" is ${name.length} characters, over the 253 a DNS name allows`;
   for (const label of name.split('.')) {
-    if (label.length > 63) return `${what} "${name}" has a label of ${label.length} characters, over the 63 a DNS label allows`;
+    if (label.length > 63)
+      return `${what} "${name}" has a label of ${label.length} characters, over the 63 a DNS label allows`;
     if (!/^[a-z0-9_]([-a-z0-9_]*[a-z0-9_])?$/.test(label)) return `${what} "${name}" is not a valid DNS name`;
   }
   return undefined;

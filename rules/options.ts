@@ -3,16 +3,34 @@
 import { list, str, type Values } from '../flags/flags.js';
 
 export const ruleFlags = {
-  clusterName: str('cluster-name', '', 'Name of this cluster on the hub; when set, the DNS server runs and serves <cluster>, <cluster>.<agent-namespace> and <service>.<namespace>.<cluster>. The agent, when it is not given: the host=<cluster> of --agent-identifiers whose cluster-proxy service-proxy host (cluster-<sha256>.open-cluster-management.proxy) is listed too, as cluster-proxy renders them', {
-    defaultText: 'from cluster-proxy\'s --agent-identifiers',
-  }),
-  agentNamespace: str('agent-namespace', '', 'Namespace the agent runs in, for the <cluster>.<agent-namespace> name. The agent, when it is not given: the host=<cluster>.<namespace> of --agent-identifiers, else the pod\'s service account namespace', {
-    env: 'POD_NAMESPACE',
-    defaultText: '$POD_NAMESPACE, else derived',
-  }),
-  clusterDomain: str('cluster-domain', 'cluster.local', "The cluster's DNS domain: <service>.<namespace>.<cluster> answers as <service>.<namespace>.svc.<cluster-domain>"),
+  clusterName: str(
+    'cluster-name',
+    '',
+    'Name of this cluster on the hub; when set, the DNS server runs and serves <cluster>, <cluster>.<agent-namespace> and <service>.<namespace>.<cluster>. The agent, when it is not given: the host=<cluster> of --agent-identifiers whose cluster-proxy service-proxy host (cluster-<sha256>.open-cluster-management.proxy) is listed too, as cluster-proxy renders them',
+    {
+      defaultText: "from cluster-proxy's --agent-identifiers",
+    },
+  ),
+  agentNamespace: str(
+    'agent-namespace',
+    '',
+    "Namespace the agent runs in, for the <cluster>.<agent-namespace> name. The agent, when it is not given: the host=<cluster>.<namespace> of --agent-identifiers, else the pod's service account namespace",
+    {
+      env: 'POD_NAMESPACE',
+      defaultText: '$POD_NAMESPACE, else derived',
+    },
+  ),
+  clusterDomain: str(
+    'cluster-domain',
+    'cluster.local',
+    "The cluster's DNS domain: <service>.<namespace>.<cluster> answers as <service>.<namespace>.svc.<cluster-domain>",
+  ),
   expose: list('expose', [], 'Services to serve, NAMESPACE/SERVICE or NAMESPACE/* (repeatable, comma-separated)'),
-  rulesFile: str('rules-file', '', 'YAML or JSON file with more rules: "expose" (as --expose) and "static" names with an IP or FQDN target'),
+  rulesFile: str(
+    'rules-file',
+    '',
+    'YAML or JSON file with more rules: "expose" (as --expose) and "static" names with an IP or FQDN target',
+  ),
 };
 
 export type RuleFlagValues = Values<typeof ruleFlags>;

@@ -32,7 +32,8 @@ export function parseExpose(text: string, source: string): ExposeRule | string {
   const parts = text.trim().split('/');
   if (parts.length !== 2) return `${source}: want NAMESPACE/SERVICE or NAMESPACE/*, got "${text}"`;
   const [namespace, service] = parts as [string, string];
-  const problem = labelProblem(namespace, 'namespace') ?? (service === '*' ? undefined : labelProblem(service, 'service', true));
+  const problem =
+    labelProblem(namespace, 'namespace') ?? (service === '*' ? undefined : labelProblem(service, 'service', true));
   return problem ? `${source}: ${problem}` : { source, namespace, service };
 }
 
@@ -68,7 +69,8 @@ export function parseRuleFile(input: string | unknown, origin: string): Result<R
     }
   }
   if (doc === null || doc === undefined) return { ok: true, value: { expose: [], static: [] } };
-  if (typeof doc !== 'object' || Array.isArray(doc)) return { ok: false, errors: [`${origin}: want a mapping with "expose" and "static"`] };
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    return { ok: false, errors: [`${origin}: want a mapping with "expose" and "static"`] };
 
   const errors: string[] = [];
   const spec: RuleSpec = { expose: [], static: [] };
@@ -79,7 +81,10 @@ export function parseRuleFile(input: string | unknown, origin: string): Result<R
   else {
     expose.forEach((item, i) => {
       const source = `${origin}: expose[${i}]`;
-      const rule = typeof item === 'string' ? parseExpose(item, `${source} (${item})`) : `${source}: want a NAMESPACE/SERVICE string`;
+      const rule =
+        typeof item === 'string'
+          ? parseExpose(item, `${source} (${item})`)
+          : `${source}: want a NAMESPACE/SERVICE string`;
       if (typeof rule === 'string') errors.push(rule);
       else spec.expose.push(rule);
     });
@@ -91,7 +96,8 @@ export function parseRuleFile(input: string | unknown, origin: string): Result<R
       const { name, target, ...extra } = (item ?? {}) as Record<string, unknown>;
       const source = `${origin}: static[${i}]${typeof name === 'string' ? ` (${name})` : ''}`;
       if (typeof name !== 'string') return errors.push(`${source}: "name" must be a string`);
-      if (Object.keys(extra).length) return errors.push(`${source}: unknown key "${Object.keys(extra)[0]}" (want "name" and "target")`);
+      if (Object.keys(extra).length)
+        return errors.push(`${source}: unknown key "${Object.keys(extra)[0]}" (want "name" and "target")`);
       const normalized = normalizeName(name.trim());
       const problem = hostNameProblem(normalized, 'name');
       if (problem) return errors.push(`${source}: ${problem}`);

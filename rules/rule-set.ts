@@ -88,7 +88,11 @@ const sameTarget = (a: Target, b: Target) => JSON.stringify(a) === JSON.stringif
  * Validates the rules together and builds the matcher. Errors name the rule; a name served twice with
  * different targets is a collision, with the same target a harmless repeat.
  */
-export function compileRules(naming: NamingContext, spec: RuleSpec, services: readonly ServiceRef[] = []): Result<RuleSet> {
+export function compileRules(
+  naming: NamingContext,
+  spec: RuleSpec,
+  services: readonly ServiceRef[] = [],
+): Result<RuleSet> {
   const errors: string[] = [];
   const contextProblem =
     labelProblem(naming.cluster, 'cluster name') ??
@@ -111,10 +115,11 @@ export function compileRules(naming: NamingContext, spec: RuleSpec, services: re
   const add = (rule: Rule) => {
     const fresh = rule.names.filter((name) => {
       const problem = hostNameProblem(name, 'name');
-      if (problem) return errors.push(`${rule.source}: ${problem}`), false;
+      if (problem) return (errors.push(`${rule.source}: ${problem}`), false);
       const existing = exact.get(name) ?? (rule.kind === 'static' ? wildcardMatch(name) : undefined);
       if (!existing) return true;
-      if (!sameTarget(existing.target, rule.target)) errors.push(`${rule.source}: "${name}" collides with ${existing.rule.source}`);
+      if (!sameTarget(existing.target, rule.target))
+        errors.push(`${rule.source}: "${name}" collides with ${existing.rule.source}`);
       return false;
     });
     if (rule.target.kind === 'fqdn' && !rule.wildcard) {
@@ -127,7 +132,12 @@ export function compileRules(naming: NamingContext, spec: RuleSpec, services: re
     for (const name of fresh) exact.set(name, { rule: kept, target: kept.target });
   };
 
-  add({ source: '--cluster-name', kind: 'cluster', names: clusterHosts(naming), target: { kind: 'fqdn', fqdn: kubernetesApiFqdn(naming) } });
+  add({
+    source: '--cluster-name',
+    kind: 'cluster',
+    names: clusterHosts(naming),
+    target: { kind: 'fqdn', fqdn: kubernetesApiFqdn(naming) },
+  });
 
   // Whole namespaces first, so an exact rule or a Service inside one is recognized as a repeat.
   for (const e of spec.expose.filter((r) => r.service === '*')) {
@@ -142,9 +152,11 @@ export function compileRules(naming: NamingContext, spec: RuleSpec, services: re
     namespaces.set(e.namespace, rule);
     add(rule);
     // Each known Service of the namespace gets exact names (and so identifiers and a hashed name) like an exact rule.
-    for (const s of services.filter((s) => s.namespace === e.namespace)) add(exposeRule(naming, s.namespace, s.name, e.source));
+    for (const s of services.filter((s) => s.namespace === e.namespace))
+      add(exposeRule(naming, s.namespace, s.name, e.source));
   }
-  for (const e of spec.expose.filter((r) => r.service !== '*')) add(exposeRule(naming, e.namespace, e.service, e.source));
+  for (const e of spec.expose.filter((r) => r.service !== '*'))
+    add(exposeRule(naming, e.namespace, e.service, e.source));
   for (const s of spec.static) add({ source: s.source, kind: 'static', names: [s.name], target: s.target });
 
   return errors.length ? { ok: false, errors } : { ok: true, value: new RuleSet(naming, rules, exact, namespaces) };

@@ -44,10 +44,16 @@ const agentAccount = 'system:serviceaccount:spoke-agent:spoke-agent';
 const log = createLogger('silent');
 
 /** A query from dig to the agent's DNS server, as an operator's or a pod's would be. */
-const dig = async (name: string, type: string) => (await promisify(execFile)('dig', ['@127.0.0.1', '-p', String(dnsPort), '+tries=1', '+time=2', name, type])).stdout;
+const dig = async (name: string, type: string) =>
+  (await promisify(execFile)('dig', ['@127.0.0.1', '-p', String(dnsPort), '+tries=1', '+time=2', name, type])).stdout;
 
 /** The agent's "API request" log lines: what reached it, as whom. */
-const agentSaw = () => agent!.stdout().split('\n').filter((l) => l.includes('"msg":"API request"')).map((l) => JSON.parse(l) as Obj);
+const agentSaw = () =>
+  agent!
+    .stdout()
+    .split('\n')
+    .filter((l) => l.includes('"msg":"API request"'))
+    .map((l) => JSON.parse(l) as Obj);
 
 /** Columns of kubectl's table output: the header's, and each row's cells (split where the header's columns start). */
 function columns(text: string): { header: string[]; rows: string[][] } {
@@ -57,7 +63,7 @@ function columns(text: string): { header: string[]; rows: string[][] } {
   return { header: cut(head), rows: lines.map(cut) };
 }
 
-describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s aggregator', () => {
+describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's aggregator", () => {
   beforeAll(async () => {
     kube = await startKubeApiServer();
     dnsStack = await startExplainedDns(createLogger('silent'));
@@ -65,21 +71,51 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     // What the component declares, pointed at the agent on loopback: the Service becomes an
     // ExternalName (the aggregator dials <externalName>:<APIService port>), the CA bundle is ours.
     const objects = renderWithComponent('dns-api')
-      .filter((o) => ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'RoleBinding', 'Role', 'APIService'].includes(o.kind) || o.metadata.name === 'spoke-agent-api')
+      .filter(
+        (o) =>
+          [
+            'Namespace',
+            'ServiceAccount',
+            'ClusterRole',
+            'ClusterRoleBinding',
+            'RoleBinding',
+            'Role',
+            'APIService',
+          ].includes(o.kind) || o.metadata.name === 'spoke-agent-api',
+      )
       .map((o) => {
-        if (o.kind === 'APIService') return { ...o, spec: { ...o.spec, caBundle: Buffer.from(servingCa.cert).toString('base64'), service: { ...o.spec.service, port: apiPort } } };
+        if (o.kind === 'APIService')
+          return {
+            ...o,
+            spec: {
+              ...o.spec,
+              caBundle: Buffer.from(servingCa.cert).toString('base64'),
+              service: { ...o.spec.service, port: apiPort },
+            },
+          };
         if (o.kind === 'Service') return { ...o, spec: { type: 'ExternalName', externalName: '127.0.0.1' } };
         return o;
       });
     const applied = await kube.kubectl('admin', ['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
     expect(applied.code, applied.stderr).toBe(0);
     // alice may debug resolutions and rules, carol only read the query log: separate permissions.
-    for (const [name, role, user] of [['alice-dns', 'spoke-agent-dns-debugger', 'alice'], ['carol-queries', 'spoke-agent-dns-query-reader', 'carol']]) {
-      const bound = await kube.kubectl('admin', ['create', 'clusterrolebinding', name!, `--clusterrole=${role}`, `--user=${user}`]);
+    for (const [name, role, user] of [
+      ['alice-dns', 'spoke-agent-dns-debugger', 'alice'],
+      ['carol-queries', 'spoke-agent-dns-query-reader', 'carol'],
+    ]) {
+      const bound = await kube.kubectl('admin', [
+        'create',
+        'clusterrolebinding',
+        name!,
+        `--clusterrole=${role}`,
+        `--user=${user}`,
+      ]);
       expect(bound.code, bound.stderr).toBe(0);
     }
 
-    const serving = servingCa.issue('spoke-agent-api', { serverNames: ['spoke-agent-api.spoke-agent.svc', '127.0.0.1'] });
+    const serving = servingCa.issue('spoke-agent-api', {
+      serverNames: ['spoke-agent-api.spoke-agent.svc', '127.0.0.1'],
+    });
     const cert = join(kube.dir, 'api.crt');
     const key = join(kube.dir, 'api.key');
     writeFileSync(cert, serving.cert);
@@ -106,9 +142,18 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     // The aggregator checks availability about every 30 s, sooner after a change to the APIService.
     const deadline = Date.now() + 90_000;
     for (;;) {
-      const r = await kube.kubectl('admin', ['get', 'apiservice', apiServiceName, '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}']);
+      const r = await kube.kubectl('admin', [
+        'get',
+        'apiservice',
+        apiServiceName,
+        '-o',
+        'jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}',
+      ]);
       if (r.stdout.startsWith('True')) break;
-      if (Date.now() > deadline) throw new Error(`APIService not Available within 90 s: ${r.stdout} ${r.stderr}\nagent:\n${agent.stdout().slice(-2000)}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `APIService not Available within 90 s: ${r.stdout} ${r.stderr}\nagent:\n${agent.stdout().slice(-2000)}`,
+        );
       await new Promise((res) => setTimeout(res, 500));
     }
   }, 180_000);
@@ -124,13 +169,33 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     const r = await kube.kubectl('alice', ['get', '--raw', `${base}/resolutions/kubernetes.default.cluster1`]);
     expect(r.code, r.stderr).toBe(0);
     const resolution = JSON.parse(r.stdout) as Obj;
-    expect(resolution).toMatchObject({ apiVersion: `${group}/${version}`, kind: 'Resolution', metadata: { name: 'kubernetes.default.cluster1' } });
-    expect(resolution.status).toMatchObject({ action: 'rule', rcode: 'NOERROR', addresses: ['127.0.0.1'], cnameChain: ['kubernetes.default.cluster1 -> kubernetes.default.svc.cluster.test'] });
+    expect(resolution).toMatchObject({
+      apiVersion: `${group}/${version}`,
+      kind: 'Resolution',
+      metadata: { name: 'kubernetes.default.cluster1' },
+    });
+    expect(resolution.status).toMatchObject({
+      action: 'rule',
+      rcode: 'NOERROR',
+      addresses: ['127.0.0.1'],
+      cnameChain: ['kubernetes.default.cluster1 -> kubernetes.default.svc.cluster.test'],
+    });
     const aaaa = await kube.kubectl('alice', ['get', '--raw', `${base}/resolutions/cluster1?type=AAAA`]);
     expect(JSON.parse(aaaa.stdout)).toMatchObject({ spec: { type: 'AAAA' } });
     // The agent saw alice, named by the aggregator over its front-proxy certificate.
-    const seen = agent!.stdout().split('\n').filter((l) => l.includes('"msg":"API request"')).map((l) => JSON.parse(l) as Obj);
-    expect(seen).toContainEqual(expect.objectContaining({ user: 'alice', authentication: 'front-proxy', code: 200, url: `${base}/resolutions/kubernetes.default.cluster1` }));
+    const seen = agent!
+      .stdout()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"API request"'))
+      .map((l) => JSON.parse(l) as Obj);
+    expect(seen).toContainEqual(
+      expect.objectContaining({
+        user: 'alice',
+        authentication: 'front-proxy',
+        code: 200,
+        url: `${base}/resolutions/kubernetes.default.cluster1`,
+      }),
+    );
   });
 
   it('is 403 for a user without it', async () => {
@@ -146,50 +211,106 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     const rules = await kube.kubectl('alice', ['get', `rules.${group}`, '-o', 'name']);
     expect(rules.code, rules.stderr).toBe(0);
     expect(rules.stdout).toContain(`rule.${group}/cluster1`);
-    const rcode = await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1', '-o', 'jsonpath={.status.rcode} {.status.reason}']);
+    const rcode = await kube.kubectl('alice', [
+      'get',
+      `resolutions.${group}`,
+      'cluster1',
+      '-o',
+      'jsonpath={.status.rcode} {.status.reason}',
+    ]);
     expect(rcode.stdout).toMatch(/^NOERROR rule /);
   });
 
   it('kubectl explain prints every field with its description, from the OpenAPI v3 the aggregator merges, and from v2', async () => {
     // The aggregator fetches a backend's /openapi/v3 when the APIService is added and every minute after.
     let explained = { code: 1, stdout: '', stderr: '' };
-    await waitUntilAsync(async () => (explained = await kube.kubectl('alice', ['explain', `resolutions.${group}`])).code === 0, 90_000, 'kubectl explain to find the resource');
+    await waitUntilAsync(
+      async () => (explained = await kube.kubectl('alice', ['explain', `resolutions.${group}`])).code === 0,
+      90_000,
+      'kubectl explain to find the resource',
+    );
     expect(explained.stdout).toMatch(/^GROUP:\s+dns\.spoke-agent\.io$/m);
     expect(explained.stdout).toMatch(/^KIND:\s+Resolution$/m);
     expect(explained.stdout).toMatch(/What the DNS server answers for a name, and why/);
-    for (const field of ['apiVersion', 'kind', 'metadata', 'spec', 'status']) expect(explained.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
+    for (const field of ['apiVersion', 'kind', 'metadata', 'spec', 'status'])
+      expect(explained.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
     const status = await kube.kubectl('alice', ['explain', `resolutions.${group}.status`]);
     expect(status.code, status.stderr).toBe(0);
-    for (const field of ['action', 'addresses', 'cnameChain', 'rcode', 'reason', 'rule', 'target']) expect(status.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
+    for (const field of ['action', 'addresses', 'cnameChain', 'rcode', 'reason', 'rule', 'target'])
+      expect(status.stdout).toMatch(new RegExp(`^  ${field}\\t<`, 'm'));
     expect(status.stdout).toMatch(/What the server does with the name: rule/);
     const rcode = await kube.kubectl('carol', ['explain', `queries.${group}.status.rcode`]);
     expect(rcode.stdout).toMatch(/FIELD: rcode <string>/);
     expect(rcode.stdout).toMatch(/The response code: NOERROR, NXDOMAIN/);
-    expect((await kube.kubectl('alice', ['explain', `rules.${group}.spec.target`])).stdout).toMatch(/An in-cluster FQDN \(answered as a CNAME/);
+    expect((await kube.kubectl('alice', ['explain', `rules.${group}.spec.target`])).stdout).toMatch(
+      /An in-cluster FQDN \(answered as a CNAME/,
+    );
     // The merged v2 (kubectl's plaintext-openapiv2 renderer, and older tools).
     let v2 = { code: 1, stdout: '', stderr: '' };
-    await waitUntilAsync(async () => (v2 = await kube.kubectl('alice', ['explain', `queries.${group}.spec`, '--output=plaintext-openapiv2'])).code === 0, 90_000, 'the merged OpenAPI v2 to have the group');
+    await waitUntilAsync(
+      async () =>
+        (v2 = await kube.kubectl('alice', ['explain', `queries.${group}.spec`, '--output=plaintext-openapiv2']))
+          .code === 0,
+      90_000,
+      'the merged OpenAPI v2 to have the group',
+    );
     expect(v2.stdout).toMatch(/client\s+<string>/);
     expect(v2.stdout).toMatch(/The address the query came from/);
     // The aggregator asked for both: its v3 aggregation reads /openapi/v3, its v2 merge /openapi/v2.
-    for (const url of ['/openapi/v3', '/openapi/v2']) expect(agentSaw()).toContainEqual(expect.objectContaining({ user: 'system:aggregator', url, code: 200, authentication: 'front-proxy' }));
+    for (const url of ['/openapi/v3', '/openapi/v2'])
+      expect(agentSaw()).toContainEqual(
+        expect.objectContaining({ user: 'system:aggregator', url, code: 200, authentication: 'front-proxy' }),
+      );
     // kubectl's request for the group-version's document came through as alice.
-    expect(agentSaw()).toContainEqual(expect.objectContaining({ user: 'alice', url: expect.stringMatching(/^\/openapi\/v3\/apis\/dns\.spoke-agent\.io\/v1alpha1\?hash=/), code: 200 }));
+    expect(agentSaw()).toContainEqual(
+      expect.objectContaining({
+        user: 'alice',
+        url: expect.stringMatching(/^\/openapi\/v3\/apis\/dns\.spoke-agent\.io\/v1alpha1\?hash=/),
+        code: 200,
+      }),
+    );
   }, 200_000);
 
-  it('kubectl get prints the columns, more with -o wide, and a rule\'s age', async () => {
+  it("kubectl get prints the columns, more with -o wide, and a rule's age", async () => {
     const one = await kube.kubectl('alice', ['get', `resolutions.${group}`, 'kubernetes.default.cluster1']);
     expect(one.code, one.stderr).toBe(0);
     expect(columns(one.stdout)).toEqual({
       header: ['NAME', 'TYPE', 'ACTION', 'RULE', 'TARGET', 'RCODE', 'ADDRESSES'],
-      rows: [['kubernetes.default.cluster1', 'A', 'rule', '--expose=default/kubernetes', 'kubernetes.default.svc.cluster.test', 'NOERROR', '127.0.0.1']],
+      rows: [
+        [
+          'kubernetes.default.cluster1',
+          'A',
+          'rule',
+          '--expose=default/kubernetes',
+          'kubernetes.default.svc.cluster.test',
+          'NOERROR',
+          '127.0.0.1',
+        ],
+      ],
     });
-    const wide = columns((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1', '-o', 'wide'])).stdout);
-    expect(wide.header).toEqual(['NAME', 'TYPE', 'ACTION', 'RULE', 'TARGET', 'RCODE', 'ADDRESSES', 'CNAME CHAIN', 'FLAGS', 'LATENCY', 'REASON']);
+    const wide = columns(
+      (await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1', '-o', 'wide'])).stdout,
+    );
+    expect(wide.header).toEqual([
+      'NAME',
+      'TYPE',
+      'ACTION',
+      'RULE',
+      'TARGET',
+      'RCODE',
+      'ADDRESSES',
+      'CNAME CHAIN',
+      'FLAGS',
+      'LATENCY',
+      'REASON',
+    ]);
     expect(wide.rows[0]![7]).toBe('cluster1 -> kubernetes.default.svc.cluster.test');
     const rules = columns((await kube.kubectl('alice', ['get', `rules.${group}`])).stdout);
     expect(rules.header).toEqual(['NAME', 'KIND', 'NAMES', 'TARGET', 'SOURCE', 'AGE']);
-    expect(rules.rows.map((r) => [r[0], r[1], r[4]])).toEqual([['cluster1', 'cluster', '--cluster-name'], ['kubernetes.default.cluster1', 'service', '--expose=default/kubernetes']]);
+    expect(rules.rows.map((r) => [r[0], r[1], r[4]])).toEqual([
+      ['cluster1', 'cluster', '--cluster-name'],
+      ['kubernetes.default.cluster1', 'service', '--expose=default/kubernetes'],
+    ]);
     for (const row of rules.rows) expect(row[5]).toMatch(/^\d+(s|m\d*s?)$/); // not <unknown>: rules have a creationTimestamp
   });
 
@@ -206,12 +327,32 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       expect(ms, `shown ${ms.toFixed(0)} ms after dig answered`).toBeLessThan(1000);
       const table = columns(watch.stdout());
       expect(table.header).toEqual(['NAME', 'QUERY', 'TYPE', 'CLIENT', 'RCODE', 'RULE', 'LATENCY', 'AGE']);
-      expect(table.rows.find((r) => r[1] === `watched-${tag}.cluster1`)).toEqual([expect.stringMatching(/^[0-9a-f]{8}-\d+$/), `watched-${tag}.cluster1`, 'TXT', '127.0.0.1', 'NXDOMAIN', '<none>', expect.stringMatching(/ms$/), expect.stringMatching(/^\d+s$/)]);
+      expect(table.rows.find((r) => r[1] === `watched-${tag}.cluster1`)).toEqual([
+        expect.stringMatching(/^[0-9a-f]{8}-\d+$/),
+        `watched-${tag}.cluster1`,
+        'TXT',
+        '127.0.0.1',
+        'NXDOMAIN',
+        '<none>',
+        expect.stringMatching(/ms$/),
+        expect.stringMatching(/^\d+s$/),
+      ]);
     } finally {
       watch.kill();
       await watch.exited;
     }
-    const wide = columns((await kube.kubectl('carol', ['get', `queries.${group}`, '-o', 'wide', '--field-selector', `name=watched-${tag}.cluster1`])).stdout);
+    const wide = columns(
+      (
+        await kube.kubectl('carol', [
+          'get',
+          `queries.${group}`,
+          '-o',
+          'wide',
+          '--field-selector',
+          `name=watched-${tag}.cluster1`,
+        ])
+      ).stdout,
+    );
     expect(wide.header.slice(8)).toEqual(['TRANSPORT', 'SOURCE', 'TARGET', 'ANSWER', 'TIME']);
     expect(wide.rows[0]!.slice(8, 10)).toEqual(['udp', 'zone']);
   }, 60_000);
@@ -219,16 +360,29 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
   it('a user without the query-log permission gets 403 while still reading resolutions, and the other way round', async () => {
     const refused = await kube.kubectl('alice', ['get', `queries.${group}`]);
     expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toMatch(/queries\.dns\.spoke-agent\.io is forbidden: User "alice" cannot list resource "queries"/);
+    expect(refused.stderr).toMatch(
+      /queries\.dns\.spoke-agent\.io is forbidden: User "alice" cannot list resource "queries"/,
+    );
     expect((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1'])).code).toBe(0);
     const carol = await kube.kubectl('carol', ['get', `resolutions.${group}`, 'cluster1']);
     expect(carol.stderr).toMatch(/forbidden: User "carol" cannot get resource "resolutions"/);
     // The agent refuses too when reached directly (its own SubjectAccessReview).
     const direct = await new Promise<number>((resolve, reject) => {
-      const req = https.get({ host: '127.0.0.1', port: apiPort, path: `${base}/queries?watch=true`, ca: servingCa.cert, servername: 'spoke-agent-api.spoke-agent.svc', headers: { authorization: `Bearer ${kube.token('alice')}` }, agent: false }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
+      const req = https.get(
+        {
+          host: '127.0.0.1',
+          port: apiPort,
+          path: `${base}/queries?watch=true`,
+          ca: servingCa.cert,
+          servername: 'spoke-agent-api.spoke-agent.svc',
+          headers: { authorization: `Bearer ${kube.token('alice')}` },
+          agent: false,
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
       req.on('error', reject);
     });
     expect(direct).toBe(403);
@@ -237,7 +391,15 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
   it('passes the UID from requestheader-uid-headers to the SubjectAccessReview when the ConfigMap names them', async () => {
     // v1.28 has no --requestheader-uid-headers: what 1.33 publishes is added to what this API server
     // published, and a request is made as the front proxy would make it.
-    const cm = await kube.kubectl('admin', ['-n', 'kube-system', 'get', 'configmap', 'extension-apiserver-authentication', '-o', 'json']);
+    const cm = await kube.kubectl('admin', [
+      '-n',
+      'kube-system',
+      'get',
+      'configmap',
+      'extension-apiserver-authentication',
+      '-o',
+      'json',
+    ]);
     const published = (JSON.parse(cm.stdout) as Obj).data as Record<string, string>;
     expect(published['requestheader-uid-headers']).toBeUndefined();
     const withUid = new ApiServer({
@@ -245,7 +407,8 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
       port: 0,
       certFile: servingFiles.cert,
       keyFile: servingFiles.key,
-      authentication: parseAuthenticationConfig({ ...published, 'requestheader-uid-headers': '["X-Remote-Uid"]' }).config,
+      authentication: parseAuthenticationConfig({ ...published, 'requestheader-uid-headers': '["X-Remote-Uid"]' })
+        .config,
       reviewer: apiReviewer((await kubeApiClient(kube.kubeconfig(agentAccount)))!),
       routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder },
       log,
@@ -255,10 +418,23 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     const asFrontProxy = (port: number, user: string, uid: string) =>
       new Promise<number>((resolve, reject) => {
         const headers = { 'X-Remote-User': user, 'X-Remote-Uid': uid, 'X-Remote-Group': 'system:authenticated' };
-        const req = https.get({ host: '127.0.0.1', port, path: `${base}/resolutions/cluster1`, ca: servingCa.cert, servername: 'spoke-agent-api.spoke-agent.svc', cert: frontProxy.cert, key: frontProxy.key, headers, agent: false }, (res) => {
-          res.resume();
-          resolve(res.statusCode!);
-        });
+        const req = https.get(
+          {
+            host: '127.0.0.1',
+            port,
+            path: `${base}/resolutions/cluster1`,
+            ca: servingCa.cert,
+            servername: 'spoke-agent-api.spoke-agent.svc',
+            cert: frontProxy.cert,
+            key: frontProxy.key,
+            headers,
+            agent: false,
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
+        );
         req.on('error', reject);
       });
     const { port } = await withUid.listen();
@@ -269,9 +445,26 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     }
     // The running agent read the ConfigMap as published (no UID headers): the header is not trusted there.
     expect(await asFrontProxy(apiPort, 'bob', 'bob-uid-7')).toBe(403);
-    const reviews = () => kube.auditEvents().filter((e) => (e.objectRef as Obj | undefined)?.resource === 'subjectaccessreviews' && e.stage === 'ResponseComplete').map((e) => (e.requestObject as Obj).spec as Obj);
-    await waitUntilAsync(async () => reviews().some((r) => r.user === 'bob'), 10_000, 'the audit log to show the reviews');
-    expect(reviews()).toContainEqual(expect.objectContaining({ user: 'alice', uid: 'alice-uid-42', resourceAttributes: expect.objectContaining({ verb: 'get', resource: 'resolutions', name: 'cluster1' }) }));
+    const reviews = () =>
+      kube
+        .auditEvents()
+        .filter(
+          (e) =>
+            (e.objectRef as Obj | undefined)?.resource === 'subjectaccessreviews' && e.stage === 'ResponseComplete',
+        )
+        .map((e) => (e.requestObject as Obj).spec as Obj);
+    await waitUntilAsync(
+      async () => reviews().some((r) => r.user === 'bob'),
+      10_000,
+      'the audit log to show the reviews',
+    );
+    expect(reviews()).toContainEqual(
+      expect.objectContaining({
+        user: 'alice',
+        uid: 'alice-uid-42',
+        resourceAttributes: expect.objectContaining({ verb: 'get', resource: 'resolutions', name: 'cluster1' }),
+      }),
+    );
     const bob = reviews().filter((r) => r.user === 'bob');
     expect(bob.length).toBeGreaterThan(0);
     for (const r of bob) expect(r.uid).toBeUndefined();
@@ -286,10 +479,21 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
   it('on its own port, judges bearer tokens with the real TokenReview and SubjectAccessReview, and trusts no forged header', async () => {
     const call = (headers: Record<string, string>) =>
       new Promise<number>((resolve, reject) => {
-        const req = https.get({ host: '127.0.0.1', port: apiPort, path: `${base}/resolutions/cluster1`, ca: servingCa.cert, servername: 'spoke-agent-api.spoke-agent.svc', headers, agent: false }, (res) => {
-          res.resume();
-          resolve(res.statusCode!);
-        });
+        const req = https.get(
+          {
+            host: '127.0.0.1',
+            port: apiPort,
+            path: `${base}/resolutions/cluster1`,
+            ca: servingCa.cert,
+            servername: 'spoke-agent-api.spoke-agent.svc',
+            headers,
+            agent: false,
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
+        );
         req.on('error', reject);
       });
     expect(await call({ authorization: `Bearer ${kube.token('alice')}` })).toBe(200);
@@ -299,13 +503,23 @@ describe.skipIf(missing)('dns.spoke-agent.io through a real kube-apiserver\'s ag
     // A client certificate from the API server's client CA is a user too (CN, O).
     const admin = kube.clientCa.issue('carol', { client: true, organizations: ['system:masters'] });
     const asCarol = await new Promise<number>((resolve, reject) => {
-      const req = https.get({ host: '127.0.0.1', port: apiPort, path: base, ca: servingCa.cert, cert: admin.cert, key: admin.key, agent: false }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
+      const req = https.get(
+        {
+          host: '127.0.0.1',
+          port: apiPort,
+          path: base,
+          ca: servingCa.cert,
+          cert: admin.cert,
+          key: admin.key,
+          agent: false,
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
       req.on('error', reject);
     });
     expect(asCarol).toBe(200);
   });
 });
-

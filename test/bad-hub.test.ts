@@ -21,7 +21,13 @@ afterEach(async () => {
 async function rawServer(onStream: (call: grpc.ServerDuplexStream<Packet, Buffer>) => void): Promise<number> {
   const server = new grpc.Server();
   server.addService(
-    { Connect: { ...connect, responseSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => connect.responseDeserialize(b) } } as unknown as grpc.ServiceDefinition,
+    {
+      Connect: {
+        ...connect,
+        responseSerialize: (b: Buffer) => b,
+        requestDeserialize: (b: Buffer) => connect.responseDeserialize(b),
+      },
+    } as unknown as grpc.ServiceDefinition,
     {
       Connect: (call: grpc.ServerDuplexStream<Packet, Buffer>) => {
         const md = new grpc.Metadata();
@@ -33,8 +39,14 @@ async function rawServer(onStream: (call: grpc.ServerDuplexStream<Packet, Buffer
       },
     },
   );
-  const creds = grpc.ServerCredentials.createSsl(readFileSync(pki.caCert), [{ cert_chain: readFileSync(pki.serverCert), private_key: readFileSync(pki.serverKey) }], true);
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', creds, (err, p) => (err ? reject(err) : resolve(p))));
+  const creds = grpc.ServerCredentials.createSsl(
+    readFileSync(pki.caCert),
+    [{ cert_chain: readFileSync(pki.serverCert), private_key: readFileSync(pki.serverKey) }],
+    true,
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', creds, (err, p) => (err ? reject(err) : resolve(p))),
+  );
   cleanups.push(() => server.forceShutdown());
   return port;
 }
@@ -48,12 +60,20 @@ describe('a server that sends malformed gRPC messages', () => {
       call.on('data', (p: Packet) => replies.push(p));
       call.write(Buffer.from([0x08, 0x00, 0x12, 0x40, 0x0a])); // DIAL_REQ whose payload is cut short
       call.write(Buffer.from([0xff, 0xff, 0xff]));
-      call.write(encode({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: '127.0.0.1:1', random: '17' } }));
+      call.write(
+        encode({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: '127.0.0.1:1', random: '17' } }),
+      );
     });
-    const agent = startAgent([`localhost:${port}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`]);
+    const agent = startAgent(
+      [`localhost:${port}`],
+      [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`],
+    );
     cleanups.push(() => agent.stop());
     await waitUntil(() => replies.some((p) => p.type === PacketType.DIAL_RSP), 5000, 'a DIAL_RSP');
-    expect(replies.find((p) => p.type === PacketType.DIAL_RSP)?.dialResponse).toMatchObject({ random: '17', error: 'dial tcp 127.0.0.1:1: connect: connection refused' });
+    expect(replies.find((p) => p.type === PacketType.DIAL_RSP)?.dialResponse).toMatchObject({
+      random: '17',
+      error: 'dial tcp 127.0.0.1:1: connect: connection refused',
+    });
     const rejected = await agent.agent.metrics.rejectedPackets.get();
     expect(rejected.values.find((v) => v.labels.reason === 'malformed')?.value).toBe(2);
     expect(streams).toBe(1);
@@ -64,7 +84,16 @@ describe('a server that sends malformed gRPC messages', () => {
     const port = await rawServer((call) => {
       if (++streams === 1) call.write(Buffer.alloc(40 << 20));
     });
-    const agent = startAgent([`localhost:${port}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--sync-interval=100ms', '--sync-interval-cap=200ms']);
+    const agent = startAgent(
+      [`localhost:${port}`],
+      [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${pki.clientCert}`,
+        `--agent-key=${pki.clientKey}`,
+        '--sync-interval=100ms',
+        '--sync-interval-cap=200ms',
+      ],
+    );
     cleanups.push(() => agent.stop());
     await waitUntil(() => streams >= 2, 10_000, 'a second stream');
     await agent.ready();

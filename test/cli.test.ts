@@ -41,22 +41,34 @@ describe('spoke-agent --help', () => {
 describe('spoke-agent dial through the local hub of `spoke-agent`', () => {
   it.each(['grpc', 'http-connect'] as const)('--mode=%s reaches an echo server and exits 0', async (mode) => {
     const port = mode === 'grpc' ? ports.grpc : ports.httpConnect;
-    const dial = runCli(['dial', `--mode=${mode}`, '--proxy-host=127.0.0.1', `--proxy-port=${port}`, '--close-on-eof', echo.address]);
+    const dial = runCli([
+      'dial',
+      `--mode=${mode}`,
+      '--proxy-host=127.0.0.1',
+      `--proxy-port=${port}`,
+      '--close-on-eof',
+      echo.address,
+    ]);
     dial.write('ping\n');
     await expect.poll(() => dial.stdout(), { timeout: 20_000 }).toBe('ping\n');
     dial.end();
     expect((await dial.exited).code, dial.stderr()).toBe(0);
   });
 
-  it.each(['grpc', 'http-connect'] as const)('--mode=%s to a closed port exits 1 with the error the hub relays', async (mode) => {
-    const target = `127.0.0.1:${await unusedPort()}`;
-    const port = mode === 'grpc' ? ports.grpc : ports.httpConnect;
-    const dial = runCli(['dial', `--mode=${mode}`, '--proxy-host=127.0.0.1', `--proxy-port=${port}`, target]);
-    dial.end();
-    expect((await dial.exited).code).toBe(1);
-    expect(dial.stderr()).toMatch(new RegExp(`^spoke-agent dial: failed to dial ${target} through 127.0.0.1:${port}: .*connection refused`, 'm'));
-    expect(dial.stdout()).toBe('');
-  });
+  it.each(['grpc', 'http-connect'] as const)(
+    '--mode=%s to a closed port exits 1 with the error the hub relays',
+    async (mode) => {
+      const target = `127.0.0.1:${await unusedPort()}`;
+      const port = mode === 'grpc' ? ports.grpc : ports.httpConnect;
+      const dial = runCli(['dial', `--mode=${mode}`, '--proxy-host=127.0.0.1', `--proxy-port=${port}`, target]);
+      dial.end();
+      expect((await dial.exited).code).toBe(1);
+      expect(dial.stderr()).toMatch(
+        new RegExp(`^spoke-agent dial: failed to dial ${target} through 127.0.0.1:${port}: .*connection refused`, 'm'),
+      );
+      expect(dial.stdout()).toBe('');
+    },
+  );
 });
 
 describe('spoke-agent without rules (--cluster-name=)', () => {
@@ -72,14 +84,24 @@ describe('spoke-agent without rules (--cluster-name=)', () => {
     for (const path of ['/debug/resolve?name=demo.default.cluster1', '/debug/rules']) {
       const res = await fetch(`http://127.0.0.1:${port}${path}`);
       expect(res.status).toBe(404);
-      expect(((await res.json()) as { error: string }).error).toMatch(/^no rules: .*Set --cluster-name=NAME .*--expose=NAMESPACE\/SERVICE, --rules-file=PATH/);
+      expect(((await res.json()) as { error: string }).error).toMatch(
+        /^no rules: .*Set --cluster-name=NAME .*--expose=NAMESPACE\/SERVICE, --rules-file=PATH/,
+      );
     }
   });
 });
 
 describe('--log-format', () => {
-  const dnsArgs = ['dns', '--cluster-name=cluster1', '--dns-port=0', '--health-server-host=127.0.0.1', '--health-server-port=0', '--dns-upstream=127.0.0.1:9'];
-  const textLine = /^(\x1b\[2m)?\d\d:\d\d:\d\d\.\d{3}(\x1b\[0m)? (\x1b\[32m)?INFO (\x1b\[0m)? DNS server listening .*port=/m;
+  const dnsArgs = [
+    'dns',
+    '--cluster-name=cluster1',
+    '--dns-port=0',
+    '--health-server-host=127.0.0.1',
+    '--health-server-port=0',
+    '--dns-upstream=127.0.0.1:9',
+  ];
+  const textLine =
+    /^(\x1b\[2m)?\d\d:\d\d:\d\d\.\d{3}(\x1b\[0m)? (\x1b\[32m)?INFO (\x1b\[0m)? DNS server listening .*port=/m;
 
   it('text: one readable line per entry, no colours into a pipe', async () => {
     const dns = runCli([...dnsArgs, '--log-format=text']);
@@ -99,7 +121,10 @@ describe('--log-format', () => {
   ])('auto on a terminal, NO_COLOR=%j: text, coloured: %s', async (noColor, coloured) => {
     const command = [process.execPath, '--import', 'tsx', 'cmd/main.ts', ...dnsArgs].map((a) => `'${a}'`).join(' ');
     // The shell prints the agent's pid: it runs in the pty's own session, out of reach of a group kill.
-    const pty = run('script', ['-qec', `${command} & echo "child=$!"; wait`, '/dev/null'], { cwd: repoRoot, env: { ...process.env, NO_COLOR: noColor } });
+    const pty = run('script', ['-qec', `${command} & echo "child=$!"; wait`, '/dev/null'], {
+      cwd: repoRoot,
+      env: { ...process.env, NO_COLOR: noColor },
+    });
     const [, child] = await pty.waitFor(/child=(\d+)/);
     try {
       const [line] = await pty.waitFor(textLine);

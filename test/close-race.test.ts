@@ -39,29 +39,46 @@ describe.each([
   ['our hub', ourHub, true],
   ['the Go proxy-server', goServer, anpBinDir() !== undefined],
 ] as const)('the close race through %s', (_name, makeServer, available) => {
-  it.skipIf(!available)(`${cycles} cycles: late packets, none rejected`, async () => {
-    // Says one byte and closes at once.
-    const target = net.createServer((s) => s.end('x'));
-    await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
-    cleanups.push(() => new Promise((r) => target.close(r)));
-    const server = await makeServer();
-    const agent = startAgent([`localhost:${server.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`], { resolve: async () => ['127.0.0.1'] });
-    cleanups.push(() => agent.stop());
-    await agent.ready(1);
-    const frontendTls = server.mtls ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) } : {};
-    const address = `127.0.0.1:${(target.address() as net.AddressInfo).port}`;
-    for (let i = 0; i < cycles; i++) {
-      const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: server.frontend, address, timeoutMs: 10_000, ...frontendTls });
-      conn.on('error', () => {});
-      await new Promise<void>((resolve) => {
-        conn.once('data', () => conn.destroy());
-        conn.once('close', () => resolve());
-      });
-    }
-    const rejected = (await agent.agent.metrics.rejectedPackets.get()).values.reduce((n, v) => n + v.value, 0);
-    const late = (await agent.agent.metrics.latePackets.get()).values.reduce((n, v) => n + v.value, 0);
-    expect(rejected).toBe(0);
-    // The race happened (otherwise this test proves nothing).
-    expect(late).toBeGreaterThan(0);
-  }, 120_000);
+  it.skipIf(!available)(
+    `${cycles} cycles: late packets, none rejected`,
+    async () => {
+      // Says one byte and closes at once.
+      const target = net.createServer((s) => s.end('x'));
+      await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
+      cleanups.push(() => new Promise((r) => target.close(r)));
+      const server = await makeServer();
+      const agent = startAgent(
+        [`localhost:${server.agent}`],
+        [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`],
+        { resolve: async () => ['127.0.0.1'] },
+      );
+      cleanups.push(() => agent.stop());
+      await agent.ready(1);
+      const frontendTls = server.mtls
+        ? { ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) }
+        : {};
+      const address = `127.0.0.1:${(target.address() as net.AddressInfo).port}`;
+      for (let i = 0; i < cycles; i++) {
+        const conn = await dialThroughProxy({
+          mode: 'grpc',
+          proxyHost: '127.0.0.1',
+          proxyPort: server.frontend,
+          address,
+          timeoutMs: 10_000,
+          ...frontendTls,
+        });
+        conn.on('error', () => {});
+        await new Promise<void>((resolve) => {
+          conn.once('data', () => conn.destroy());
+          conn.once('close', () => resolve());
+        });
+      }
+      const rejected = (await agent.agent.metrics.rejectedPackets.get()).values.reduce((n, v) => n + v.value, 0);
+      const late = (await agent.agent.metrics.latePackets.get()).values.reduce((n, v) => n + v.value, 0);
+      expect(rejected).toBe(0);
+      // The race happened (otherwise this test proves nothing).
+      expect(late).toBeGreaterThan(0);
+    },
+    120_000,
+  );
 });

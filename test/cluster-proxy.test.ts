@@ -71,15 +71,29 @@ async function realApi(): Promise<ClusterApi> {
   try {
     await kubectl(['create', 'namespace', namespace]);
     await kubectl(['-n', namespace, 'create', 'serviceaccount', 'cluster-proxy']);
-    const rendered = readFileSync(join(repoRoot, 'manifests/cluster-proxy/rendered-proxy-agent.yaml'), 'utf8').split(/^---$/m);
-    await kubectl(['apply', '-f', '-'], rendered.filter((doc) => /^kind: (Role|RoleBinding)$/m.test(doc)).join('\n---\n'));
+    const rendered = readFileSync(join(repoRoot, 'manifests/cluster-proxy/rendered-proxy-agent.yaml'), 'utf8').split(
+      /^---$/m,
+    );
+    await kubectl(
+      ['apply', '-f', '-'],
+      rendered.filter((doc) => /^kind: (Role|RoleBinding)$/m.test(doc)).join('\n---\n'),
+    );
     const token = (await kubectl(['-n', namespace, 'create', 'token', 'cluster-proxy', '--duration=1h'])).trim();
     return {
       token,
       caCert: kube.servingCa.cert,
       setRules: async (rulesYaml) => {
-        if (rulesYaml === undefined) await kubectl(['-n', namespace, 'delete', 'configmap', 'spoke-agent-rules', '--ignore-not-found']);
-        else await kubectl(['-n', namespace, 'create', 'configmap', 'spoke-agent-rules', `--from-literal=rules.yaml=${rulesYaml}`]);
+        if (rulesYaml === undefined)
+          await kubectl(['-n', namespace, 'delete', 'configmap', 'spoke-agent-rules', '--ignore-not-found']);
+        else
+          await kubectl([
+            '-n',
+            namespace,
+            'create',
+            'configmap',
+            'spoke-agent-rules',
+            `--from-literal=rules.yaml=${rulesYaml}`,
+          ]);
       },
       close: () => kube.close(),
     };
@@ -91,12 +105,21 @@ async function realApi(): Promise<ClusterApi> {
 
 /** The stand-in, over TLS on ip.api:443 with a certificate for kubernetes.default.svc. */
 async function fakeApi(): Promise<ClusterApi> {
-  const [cert, key] = pki.issue('kube-apiserver', { serverNames: [ip.api, 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'] });
-  const fake = await FakeApiServer.start({ host: ip.api, port: 443, tls: { cert: readFileSync(cert), key: readFileSync(key) } });
+  const [cert, key] = pki.issue('kube-apiserver', {
+    serverNames: [ip.api, 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
+  });
+  const fake = await FakeApiServer.start({
+    host: ip.api,
+    port: 443,
+    tls: { cert: readFileSync(cert), key: readFileSync(key) },
+  });
   return {
     token: fake.token,
     caCert: readFileSync(pki.caCert),
-    setRules: async (rulesYaml) => (rulesYaml === undefined ? fake.delete('configmaps', namespace, 'spoke-agent-rules') : fake.configMap(namespace, 'spoke-agent-rules', { 'rules.yaml': rulesYaml })),
+    setRules: async (rulesYaml) =>
+      rulesYaml === undefined
+        ? fake.delete('configmaps', namespace, 'spoke-agent-rules')
+        : fake.configMap(namespace, 'spoke-agent-rules', { 'rules.yaml': rulesYaml }),
     close: () => fake.close(),
   };
 }
@@ -128,14 +151,22 @@ beforeAll(async () => {
     },
     { address: ip.dns, port: 53 },
   );
-  [web, db, serviceProxy] = await Promise.all([startHttpServer(ip.web), startEchoServer(ip.db), startHttpServer('127.0.0.1')]);
+  [web, db, serviceProxy] = await Promise.all([
+    startHttpServer(ip.web),
+    startEchoServer(ip.db),
+    startHttpServer('127.0.0.1'),
+  ]);
   pod = emulatedPod({
     hostAliases: { [proxyHost]: '127.0.0.1' },
     nameserver: ip.dns,
     namespace,
     serviceAccount: { token: api.token, caCert: api.caCert },
     // cluster-proxy's Secret volumes: the hub's CA and the agent's client certificate.
-    etcFiles: { '/etc/ca/ca.crt': readFileSync(pki.caCert), '/etc/tls/tls.crt': readFileSync(pki.clientCert), '/etc/tls/tls.key': readFileSync(pki.clientKey) },
+    etcFiles: {
+      '/etc/ca/ca.crt': readFileSync(pki.caCert),
+      '/etc/tls/tls.crt': readFileSync(pki.clientCert),
+      '/etc/tls/tls.key': readFileSync(pki.clientKey),
+    },
   });
 }, 180_000);
 
@@ -154,17 +185,46 @@ afterAll(async () => {
  * refuses to start, and the test says so and starts it again with --dns-port.
  */
 async function startPodAgent(hub: Hub): Promise<{ agent: Child; healthPort: number; dnsPort: number }> {
-  const rendered = [`--proxy-server-host=127.0.0.1`, `--proxy-server-port=${hub.agentPort}`, `--agent-identifiers=${identifiers}`, '--ca-cert=/etc/ca/ca.crt', '--agent-cert=/etc/tls/tls.crt', '--agent-key=/etc/tls/tls.key'];
-  const env = { PATH: process.env.PATH, ROOT_CA_CERT: '/etc/ca/ca.crt', KUBERNETES_SERVICE_HOST: ip.api, KUBERNETES_SERVICE_PORT: '443' };
+  const rendered = [
+    `--proxy-server-host=127.0.0.1`,
+    `--proxy-server-port=${hub.agentPort}`,
+    `--agent-identifiers=${identifiers}`,
+    '--ca-cert=/etc/ca/ca.crt',
+    '--agent-cert=/etc/tls/tls.crt',
+    '--agent-key=/etc/tls/tls.key',
+  ];
+  const env = {
+    PATH: process.env.PATH,
+    ROOT_CA_CERT: '/etc/ca/ca.crt',
+    KUBERNETES_SERVICE_HOST: ip.api,
+    KUBERNETES_SERVICE_PORT: '443',
+  };
   const healthPort = await unusedPort();
   for (let dnsPort = 5353; ; dnsPort = await unusedPort()) {
-    const additionalArgs = [`--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', ...(dnsPort === 5353 ? [] : [`--dns-port=${dnsPort}`])];
-    const [command, args] = pod.command([process.execPath, '--import', 'tsx', 'cmd/main.ts', ...rendered, ...additionalArgs]);
+    const additionalArgs = [
+      `--health-server-port=${healthPort}`,
+      '--health-server-host=127.0.0.1',
+      ...(dnsPort === 5353 ? [] : [`--dns-port=${dnsPort}`]),
+    ];
+    const [command, args] = pod.command([
+      process.execPath,
+      '--import',
+      'tsx',
+      'cmd/main.ts',
+      ...rendered,
+      ...additionalArgs,
+    ]);
     const agent = run(command, args, { cwd: repoRoot, env });
-    const started = await Promise.race([agent.waitFor(/connected to proxy-server/, 60_000).then(() => true), agent.exited.then(() => false)]);
+    const started = await Promise.race([
+      agent.waitFor(/connected to proxy-server/, 60_000).then(() => true),
+      agent.exited.then(() => false),
+    ]);
     if (started) return { agent, healthPort, dnsPort };
-    if (dnsPort !== 5353 || !/DNS server: .*Address already in use/.test(agent.stderr())) throw new Error(`the agent exited:\n${agent.stdout()}\n${agent.stderr()}`);
-    console.warn('cluster-proxy.test.ts: 127.0.0.1:5353 is taken on this machine: starting the agent again with --dns-port as an additionalArgs entry');
+    if (dnsPort !== 5353 || !/DNS server: .*Address already in use/.test(agent.stderr()))
+      throw new Error(`the agent exited:\n${agent.stdout()}\n${agent.stderr()}`);
+    console.warn(
+      'cluster-proxy.test.ts: 127.0.0.1:5353 is taken on this machine: starting the agent again with --dns-port as an additionalArgs entry',
+    );
   }
 }
 
@@ -176,7 +236,12 @@ function httpGet(conn: Duplex, path: string, headers: Record<string, string> = {
     conn.on('end', () => resolve(text));
     conn.on('close', () => resolve(text));
     conn.on('error', reject);
-    const lines = [`GET ${path} HTTP/1.1`, 'Host: x', 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+    const lines = [
+      `GET ${path} HTTP/1.1`,
+      'Host: x',
+      'Connection: close',
+      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ];
     conn.write(`${lines.join('\r\n')}\r\n\r\n`);
   });
 }
@@ -184,7 +249,9 @@ function httpGet(conn: Duplex, path: string, headers: Record<string, string> = {
 /** TLS to the API server over a tunnelled connection, verified against the cluster's CA as kubernetes.default.svc. */
 function tlsToApiServer(conn: Duplex): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({ socket: conn, servername: 'kubernetes.default.svc', ca: api.caCert }, () => resolve(socket));
+    const socket = tls.connect({ socket: conn, servername: 'kubernetes.default.svc', ca: api.caCert }, () =>
+      resolve(socket),
+    );
     socket.once('error', reject);
   });
 }
@@ -199,104 +266,160 @@ async function dialFails(hub: Hub, address: string): Promise<string> {
 }
 
 function scenario(label: string, skipped: string | undefined, startHub: () => Promise<Hub>) {
-  describe.skipIf(skipped !== undefined)(skipped === undefined ? `${label}, with ${kubeMissing ? `the fake API server (a real one is ${kubeMissing})` : 'a real kube-apiserver'}` : `${label} (skipped: ${skipped})`, () => {
-    let hub: Hub;
-    let agent: Child;
-    let healthPort = 0;
-    let dnsPort = 0;
+  describe.skipIf(skipped !== undefined)(
+    skipped === undefined
+      ? `${label}, with ${kubeMissing ? `the fake API server (a real one is ${kubeMissing})` : 'a real kube-apiserver'}`
+      : `${label} (skipped: ${skipped})`,
+    () => {
+      let hub: Hub;
+      let agent: Child;
+      let healthPort = 0;
+      let dnsPort = 0;
 
-    beforeAll(async () => {
-      await api.setRules(undefined); // absent at start: created below
-      hub = await startHub();
-      ({ agent, healthPort, dnsPort } = await startPodAgent(hub));
-    }, 60_000);
+      beforeAll(async () => {
+        await api.setRules(undefined); // absent at start: created below
+        hub = await startHub();
+        ({ agent, healthPort, dnsPort } = await startPodAgent(hub));
+      }, 60_000);
 
-    afterAll(async () => {
-      agent?.kill('SIGKILL');
-      await hub?.close();
-    });
+      afterAll(async () => {
+        agent?.kill('SIGKILL');
+        await hub?.close();
+      });
 
-    it('derives the cluster and its namespace from the identifiers, logs why, and is ready', async () => {
-      const logs = agent.stdout();
-      expect(logs).toMatch(new RegExp(`"flag":"--cluster-name","value":"${cluster}","from":"--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${proxyHost} is listed`));
-      expect(logs).toContain(`"flag":"--agent-namespace","value":"${namespace}","from":"--agent-identifiers: host=${cluster}.${namespace} is <cluster>.<namespace>"`);
-      expect(logs).toContain(`"configmap":"${namespace}/spoke-agent-rules"`);
-      expect((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status).toBe(200); // what addon-agent polls before renewing its lease
-    });
+      it('derives the cluster and its namespace from the identifiers, logs why, and is ready', async () => {
+        const logs = agent.stdout();
+        expect(logs).toMatch(
+          new RegExp(
+            `"flag":"--cluster-name","value":"${cluster}","from":"--agent-identifiers: host=${cluster} is the cluster whose service-proxy host host=${proxyHost} is listed`,
+          ),
+        );
+        expect(logs).toContain(
+          `"flag":"--agent-namespace","value":"${namespace}","from":"--agent-identifiers: host=${cluster}.${namespace} is <cluster>.<namespace>"`,
+        );
+        expect(logs).toContain(`"configmap":"${namespace}/spoke-agent-rules"`);
+        expect((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status).toBe(200); // what addon-agent polls before renewing its lease
+      });
 
-    it('reaches the API server as cluster1:443 and cluster1.<namespace>:443 (no ExternalName Service), over TLS with a token', async () => {
-      for (const name of [cluster, `${cluster}.${namespace}`]) {
-        const conn = await tlsToApiServer(await hub.dial(`${name}:443`));
-        const response = await httpGet(conn, `/api/v1/namespaces/${namespace}/configmaps`, { Authorization: `Bearer ${api.token}` });
-        expect(response, name).toMatch(/^HTTP\/1.1 200 /);
-        expect(response, name).toContain('"kind":"ConfigMapList"');
-      }
-    });
+      it('reaches the API server as cluster1:443 and cluster1.<namespace>:443 (no ExternalName Service), over TLS with a token', async () => {
+        for (const name of [cluster, `${cluster}.${namespace}`]) {
+          const conn = await tlsToApiServer(await hub.dial(`${name}:443`));
+          const response = await httpGet(conn, `/api/v1/namespaces/${namespace}/configmaps`, {
+            Authorization: `Bearer ${api.token}`,
+          });
+          expect(response, name).toMatch(/^HTTP\/1.1 200 /);
+          expect(response, name).toContain('"kind":"ConfigMapList"');
+        }
+      });
 
-    it("reaches the service-proxy sidecar by its hostAliases name, through the pod's /etc/hosts", async () => {
-      expect(await httpGet(await hub.dial(`${proxyHost}:${serviceProxy.port}`), '/service-proxy')).toContain('hello from /service-proxy');
-    });
+      it("reaches the service-proxy sidecar by its hostAliases name, through the pod's /etc/hosts", async () => {
+        expect(await httpGet(await hub.dial(`${proxyHost}:${serviceProxy.port}`), '/service-proxy')).toContain(
+          'hello from /service-proxy',
+        );
+      });
 
-    it('serves a Service once spoke-agent-rules exposes it: the tunnel, the identifiers, and the DNS server on its default port', async () => {
-      const address = `web.default.${cluster}:${web.port}`;
-      await dialFails(hub, address);
-      await api.setRules('expose: [default/web]\n');
-      let reply = '';
-      await waitUntilAsync(async () => {
-        reply = await hub.dial(address).then((c) => httpGet(c, '/exposed'), () => '');
-        return reply !== '';
-      }, 20_000, `${address} through the hub`);
-      expect(reply).toContain('hello from /exposed');
-      const resolver = new Resolver({ timeout: 2000, tries: 1 });
-      resolver.setServers([`127.0.0.1:${dnsPort}`]);
-      expect(await resolver.resolve4(`web.default.${cluster}`)).toEqual([ip.web]);
-      expect(await resolver.resolve4(cluster)).toEqual([ip.api]);
-    });
+      it('serves a Service once spoke-agent-rules exposes it: the tunnel, the identifiers, and the DNS server on its default port', async () => {
+        const address = `web.default.${cluster}:${web.port}`;
+        await dialFails(hub, address);
+        await api.setRules('expose: [default/web]\n');
+        let reply = '';
+        await waitUntilAsync(
+          async () => {
+            reply = await hub.dial(address).then(
+              (c) => httpGet(c, '/exposed'),
+              () => '',
+            );
+            return reply !== '';
+          },
+          20_000,
+          `${address} through the hub`,
+        );
+        expect(reply).toContain('hello from /exposed');
+        const resolver = new Resolver({ timeout: 2000, tries: 1 });
+        resolver.setServers([`127.0.0.1:${dnsPort}`]);
+        expect(await resolver.resolve4(`web.default.${cluster}`)).toEqual([ip.web]);
+        expect(await resolver.resolve4(cluster)).toEqual([ip.api]);
+      });
 
-    it('reaches nothing else: names no rule serves, other Services, addresses', async () => {
-      await dialFails(hub, `db.default.${cluster}:${db.port}`);
-      await dialFails(hub, `db.default.svc.cluster.local:${db.port}`);
-      await dialFails(hub, `${ip.db}:${db.port}`);
-      await dialFails(hub, `127.0.0.1:${healthPort}`);
-      expect(db.accepted()).toBe(0);
-    });
+      it('reaches nothing else: names no rule serves, other Services, addresses', async () => {
+        await dialFails(hub, `db.default.${cluster}:${db.port}`);
+        await dialFails(hub, `db.default.svc.cluster.local:${db.port}`);
+        await dialFails(hub, `${ip.db}:${db.port}`);
+        await dialFails(hub, `127.0.0.1:${healthPort}`);
+        expect(db.accepted()).toBe(0);
+      });
 
-    it('drains on SIGTERM: an open connection finishes, then the agent exits 0 well inside the 40 s grace period', async () => {
-      const conn = await hub.dial(`web.default.${cluster}:${web.port}`);
-      const t0 = Date.now();
-      agent.kill('SIGTERM');
-      await agent.waitFor(/draining/, 10_000);
-      expect(await httpGet(conn, '/during-drain')).toContain('hello from /during-drain');
-      const { code } = await agent.exited;
-      const ms = Date.now() - t0;
-      expect(code, agent.stdout() + agent.stderr()).toBe(0);
-      expect(ms).toBeLessThan(20_000);
-      console.info(`cluster-proxy.test.ts (${label}): SIGTERM to exit ${ms} ms`);
-    });
-  });
+      it('drains on SIGTERM: an open connection finishes, then the agent exits 0 well inside the 40 s grace period', async () => {
+        const conn = await hub.dial(`web.default.${cluster}:${web.port}`);
+        const t0 = Date.now();
+        agent.kill('SIGTERM');
+        await agent.waitFor(/draining/, 10_000);
+        expect(await httpGet(conn, '/during-drain')).toContain('hello from /during-drain');
+        const { code } = await agent.exited;
+        const ms = Date.now() - t0;
+        expect(code, agent.stdout() + agent.stderr()).toBe(0);
+        expect(ms).toBeLessThan(20_000);
+        console.info(`cluster-proxy.test.ts (${label}): SIGTERM to exit ${ms} ms`);
+      });
+    },
+  );
 }
 
-const serverTls = () => ({ cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) });
-const clientTls = (): Pick<DialOptions, 'ca' | 'cert' | 'key'> => ({ ca: readFileSync(pki.caCert), cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) });
+const serverTls = () => ({
+  cert: readFileSync(pki.serverCert),
+  key: readFileSync(pki.serverKey),
+  ca: readFileSync(pki.caCert),
+});
+const clientTls = (): Pick<DialOptions, 'ca' | 'cert' | 'key'> => ({
+  ca: readFileSync(pki.caCert),
+  cert: readFileSync(pki.clientCert),
+  key: readFileSync(pki.clientKey),
+});
 
 scenario('in an emulated cluster-proxy pod, behind our hub (destHost)', problem, async () => {
-  const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: serverTls(), frontendTls: serverTls() });
+  const hub = await ProxyHub.start({
+    agentPort: 0,
+    serverPort: 0,
+    proxyStrategies: ['destHost'],
+    agentTls: serverTls(),
+    frontendTls: serverTls(),
+  });
   return {
     agentPort: hub.ports.agent,
-    dial: (address) => dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address, timeoutMs: 5000, ...clientTls() }),
+    dial: (address) =>
+      dialThroughProxy({
+        mode: 'grpc',
+        proxyHost: '127.0.0.1',
+        proxyPort: hub.ports.server!,
+        address,
+        timeoutMs: 5000,
+        ...clientTls(),
+      }),
     close: () => hub.close(),
   };
 });
 
-scenario('in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)', problem ?? (anp === undefined ? missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server']) : undefined), async () => {
-  const server = await GoServer.create(anp!, 'grpc', 'destHost', 'cluster-proxy-hub');
-  await server.start(pki);
-  return {
-    agentPort: server.ports.agent,
-    dial: (address) => dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: server.ports.server, address, timeoutMs: 5000, ...clientTls() }),
-    close: () => server.stop(),
-  };
-});
+scenario(
+  'in an emulated cluster-proxy pod, behind the Go proxy-server (--proxy-strategies=destHost)',
+  problem ?? (anp === undefined ? missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server']) : undefined),
+  async () => {
+    const server = await GoServer.create(anp!, 'grpc', 'destHost', 'cluster-proxy-hub');
+    await server.start(pki);
+    return {
+      agentPort: server.ports.agent,
+      dial: (address) =>
+        dialThroughProxy({
+          mode: 'grpc',
+          proxyHost: '127.0.0.1',
+          proxyPort: server.ports.server,
+          address,
+          timeoutMs: 5000,
+          ...clientTls(),
+        }),
+      close: () => server.stop(),
+    };
+  },
+);
 
 describe('the rules ConfigMap with no flag', () => {
   it("is spoke-agent-rules in the agent's namespace, in a pod with rules only", () => {
@@ -313,16 +436,41 @@ describe('the rules ConfigMap with no flag', () => {
     const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const path = '/api/v1/namespaces/ns/configmaps';
     fake.forbidden.add(path);
-    const rules = { clusterName: 'c1', agentNamespace: 'ns', clusterDomain: 'cluster.local', expose: [], rulesFile: '' };
+    const rules = {
+      clusterName: 'c1',
+      agentNamespace: 'ns',
+      clusterDomain: 'cluster.local',
+      expose: [],
+      rulesFile: '',
+    };
     const initial = rulesFromFlags(rules);
     if (!initial.ok) throw new Error(initial.errors.join());
     const holder = new RuleHolder(initial.value);
-    const { values } = parseFlags(kubeFlags, [`--kubeconfig=${fake.kubeconfigPath}`, '--rules-configmap=ns/spoke-agent-rules']);
-    const stop = startKubeSources({ kube: values, rules, holder, log, registry: new Registry(), client: await kubeApiClient(fake.kubeconfigPath), backoff: { initialMs: 20, capMs: 50 } });
+    const { values } = parseFlags(kubeFlags, [
+      `--kubeconfig=${fake.kubeconfigPath}`,
+      '--rules-configmap=ns/spoke-agent-rules',
+    ]);
+    const stop = startKubeSources({
+      kube: values,
+      rules,
+      holder,
+      log,
+      registry: new Registry(),
+      client: await kubeApiClient(fake.kubeconfigPath),
+      backoff: { initialMs: 20, capMs: 50 },
+    });
     try {
-      await waitUntil(() => fake.requests.filter((r) => r.startsWith(`GET ${path}`)).length >= 5, 10_000, 'five refused lists');
+      await waitUntil(
+        () => fake.requests.filter((r) => r.startsWith(`GET ${path}`)).length >= 5,
+        10_000,
+        'five refused lists',
+      );
       const warnings = lines.filter((l) => l.level >= 40);
-      expect(warnings.map((w) => w.msg)).toEqual([expect.stringMatching(/^forbidden to list and watch \/api\/v1\/namespaces\/ns\/configmaps: carrying on without it/)]);
+      expect(warnings.map((w) => w.msg)).toEqual([
+        expect.stringMatching(
+          /^forbidden to list and watch \/api\/v1\/namespaces\/ns\/configmaps: carrying on without it/,
+        ),
+      ]);
       expect(holder.current.hosts()).toEqual(['c1', 'c1.ns']); // still serving
       fake.forbidden.delete(path);
       fake.configMap('ns', 'spoke-agent-rules', { 'rules.yaml': 'expose: [default/web]' });

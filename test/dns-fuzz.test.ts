@@ -35,14 +35,30 @@ function packet(): Buffer {
   for (let i = rand(4) + 1; i > 0; i--) p[rand(p.length)] = rand(256);
   if (rand(3) === 0) p[2]! &= 0x7f; // keep it a query more often than not
   const cut = rand(5) === 0 ? rand(p.length) : p.length;
-  return rand(6) === 0 ? Buffer.concat([p.subarray(0, cut), Buffer.from([rand(256), rand(256), rand(256)])]) : p.subarray(0, cut);
+  return rand(6) === 0
+    ? Buffer.concat([p.subarray(0, cut), Buffer.from([rand(256), rand(256), rand(256)])])
+    : p.subarray(0, cut);
 }
 
 beforeAll(async () => {
   upstream = await startTestUpstream({ 'web.prod.svc.cluster.test': [{ type: 1, address: '127.0.0.11' }] });
-  const rules = parseRules({ naming: { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' }, expose: ['prod/*'], file: { origin: 'f', content: 'static: [{name: pair.cluster1, target: [127.0.0.2, "::1"]}]' } });
+  const rules = parseRules({
+    naming: { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' },
+    expose: ['prod/*'],
+    file: { origin: 'f', content: 'static: [{name: pair.cluster1, target: [127.0.0.2, "::1"]}]' },
+  });
   if (!rules.ok) throw new Error(rules.errors.join());
-  const values = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 };
+  const values = {
+    dnsBindAddress: '127.0.0.1',
+    dnsPort: 0,
+    dnsUpstream: `127.0.0.1:${upstream.port}`,
+    dnsBatchedUdp: true,
+    dnsForward: true,
+    dnsTtl: 5000,
+    dnsCacheSize: 100,
+    dnsUpstreamTimeout: 500,
+    dnsQueryLogSize: 0,
+  };
   dns = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
 });
 afterAll(async () => {
@@ -54,9 +70,14 @@ it('answers every mutated message in process with a well-formed response or drop
   const replies: Promise<Buffer | undefined>[] = [];
   for (let i = 0; i < 20_000; i++) {
     const msg = packet();
-    replies.push(new Promise((resolve) => (dns.resolver.handle(msg, i % 2 ? 'udp' : 'tcp', resolve) ? undefined : resolve(undefined))));
+    replies.push(
+      new Promise((resolve) =>
+        dns.resolver.handle(msg, i % 2 ? 'udp' : 'tcp', resolve) ? undefined : resolve(undefined),
+      ),
+    );
   }
-  for (const reply of await Promise.all(replies)) if (reply) expect(inspectResponse(reply), reply.toString('hex')).toBeDefined();
+  for (const reply of await Promise.all(replies))
+    if (reply) expect(inspectResponse(reply), reply.toString('hex')).toBeDefined();
 });
 
 it('survives random and mutated packets over UDP and TCP, then still answers', async () => {
@@ -80,8 +101,27 @@ it('survives random and mutated packets over UDP and TCP, then still answers', a
   }
   await new Promise((r) => setTimeout(r, 300));
   udp.close();
-  const { stdout } = await run('dig', ['@127.0.0.1', '-p', String(dns.listening.port), '+tries=1', '+time=3', '+short', 'web.prod.cluster1', 'A']);
+  const { stdout } = await run('dig', [
+    '@127.0.0.1',
+    '-p',
+    String(dns.listening.port),
+    '+tries=1',
+    '+time=3',
+    '+short',
+    'web.prod.cluster1',
+    'A',
+  ]);
   expect(stdout).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
-  const tcp = await run('dig', ['@127.0.0.1', '-p', String(dns.listening.port), '+tcp', '+tries=1', '+time=3', '+short', 'pair.cluster1', 'AAAA']);
+  const tcp = await run('dig', [
+    '@127.0.0.1',
+    '-p',
+    String(dns.listening.port),
+    '+tcp',
+    '+tries=1',
+    '+time=3',
+    '+short',
+    'pair.cluster1',
+    'AAAA',
+  ]);
   expect(tcp.stdout).toBe('::1\n');
 });

@@ -29,7 +29,8 @@ import { waitUntil } from './support/wait.js';
 
 const run = promisify(execFile);
 const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
-const rulesFile = 'static:\n  - {name: echo.cluster1, target: 127.0.0.1}\n  - {name: pair.cluster1, target: [127.0.0.2, "::1"]}\n  - {name: alias.cluster1, target: ext.example.test}\n';
+const rulesFile =
+  'static:\n  - {name: echo.cluster1, target: 127.0.0.1}\n  - {name: pair.cluster1, target: [127.0.0.2, "::1"]}\n  - {name: alias.cluster1, target: ext.example.test}\n';
 
 function ruleSet(expose: string[]) {
   const r = parseRules({ naming, expose, file: { origin: 'rules.yaml', content: rulesFile } });
@@ -40,13 +41,35 @@ function ruleSet(expose: string[]) {
 const big = Array.from({ length: 60 }, (_, i) => ({ type: 1, address: `127.0.1.${i + 1}` }));
 const zone = {
   'kubernetes.default.svc.cluster.test': [{ type: 1, address: '127.0.0.10' }],
-  'web.prod.svc.cluster.test': [{ type: 1, address: '127.0.0.11' }, { type: 28, address: '::1' }],
+  'web.prod.svc.cluster.test': [
+    { type: 1, address: '127.0.0.11' },
+    { type: 28, address: '::1' },
+  ],
   'big.prod.svc.cluster.test': big,
-  'ext.example.test': [{ type: 1, address: '127.0.0.20' }, { type: 16, data: 'hello' }, { type: 65, data: Buffer.from('0001000001000302683200', 'hex') }],
+  'ext.example.test': [
+    { type: 1, address: '127.0.0.20' },
+    { type: 16, data: 'hello' },
+    { type: 65, data: Buffer.from('0001000001000302683200', 'hex') },
+  ],
 };
 
-async function stack(upstream: TestUpstream, extra: Partial<DnsFlagValues> = {}, holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*']))) {
-  const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 1000, dnsUpstreamTimeout: 1000, dnsQueryLogSize: 1000, ...extra };
+async function stack(
+  upstream: TestUpstream,
+  extra: Partial<DnsFlagValues> = {},
+  holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*'])),
+) {
+  const values: DnsFlagValues = {
+    dnsBindAddress: '127.0.0.1',
+    dnsPort: 0,
+    dnsUpstream: `127.0.0.1:${upstream.port}`,
+    dnsBatchedUdp: true,
+    dnsForward: true,
+    dnsTtl: 5000,
+    dnsCacheSize: 1000,
+    dnsUpstreamTimeout: 1000,
+    dnsQueryLogSize: 1000,
+    ...extra,
+  };
   const registry = new Registry();
   return { dns: await startDns(values, holder, registry, createLogger('silent')), holder, registry };
 }
@@ -55,8 +78,10 @@ let upstream: TestUpstream;
 let main: Awaited<ReturnType<typeof stack>>;
 let port: number;
 
-const dig = async (...args: string[]) => (await run('dig', [`@127.0.0.1`, '-p', String(port), '+tries=1', '+time=3', ...args])).stdout;
-const kdig = async (...args: string[]) => (await run('kdig', [`@127.0.0.1`, '-p', String(port), '+retry=0', '+timeout=3', ...args])).stdout;
+const dig = async (...args: string[]) =>
+  (await run('dig', [`@127.0.0.1`, '-p', String(port), '+tries=1', '+time=3', ...args])).stdout;
+const kdig = async (...args: string[]) =>
+  (await run('kdig', [`@127.0.0.1`, '-p', String(port), '+retry=0', '+timeout=3', ...args])).stdout;
 
 beforeAll(async () => {
   upstream = await startTestUpstream(zone);
@@ -85,7 +110,7 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect(out).toMatch(new RegExp(`^${hashed}\\.\\s+5\\s+IN\\s+CNAME\\s+web\\.prod\\.svc\\.cluster\\.test\\.$`, 'm'));
   });
 
-  it('answers AAAA and keeps the query\'s case', async () => {
+  it("answers AAAA and keeps the query's case", async () => {
     const out = await dig('WeB.PrOd.CLUSTER1', 'AAAA');
     expect(out).toMatch(/^WeB\.PrOd\.CLUSTER1\.\s+5\s+IN\s+CNAME\s+web\.prod\.svc\.cluster\.test\.$/m);
     expect(out).toMatch(/^web\.prod\.svc\.cluster\.test\.\s+5\s+IN\s+AAAA\s+::1$/m);
@@ -134,7 +159,7 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     expect(bad).toMatch(/status: BADVERS/);
   });
 
-  it('works with Node\'s dns.Resolver over UDP', async () => {
+  it("works with Node's dns.Resolver over UDP", async () => {
     const r = new NodeResolver({ timeout: 2000, tries: 1 });
     r.setServers([`127.0.0.1:${port}`]);
     expect(await r.resolve4('web.prod.cluster1')).toEqual(['127.0.0.11']);
@@ -147,7 +172,8 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     const built = existsSync(join(repoRoot, 'build/udp-batch.node'));
     expect(main.dns.server.udpKind).toBe(built ? 'batched' : 'dgram');
     const compiler = spawnSync('sh', ['-c', 'command -v "${CC:-cc}"']).status === 0;
-    if (process.platform === 'linux' && compiler) expect(built, 'npm install builds build/udp-batch.node where a C compiler is').toBe(true);
+    if (process.platform === 'linux' && compiler)
+      expect(built, 'npm install builds build/udp-batch.node where a C compiler is').toBe(true);
     // 500 queries from one socket without waiting: they arrive in batches, each answer to its own ID.
     const socket = dgram.createSocket('udp4');
     await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
@@ -190,7 +216,9 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     try {
       for (const dnsBatchedUdp of [true, false]) {
         await expect(stack(upstream, { dnsPort: port, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
-        await expect(stack(upstream, { dnsPort: udpPort, dnsBatchedUdp })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+        await expect(stack(upstream, { dnsPort: udpPort, dnsBatchedUdp })).rejects.toMatchObject({
+          code: 'EADDRINUSE',
+        });
       }
       // The TCP listener bound before UDP's refusal is closed again: the port takes a listener.
       const tcp = net.createServer();
@@ -205,7 +233,9 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     const s = await stack(upstream, { dnsBatchedUdp: false });
     try {
       expect(s.dns.server.udpKind).toBe('dgram');
-      const out = (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A'])).stdout;
+      const out = (
+        await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A'])
+      ).stdout;
       expect(out).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
     } finally {
       await s.dns.close();
@@ -215,7 +245,9 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
   it('serves on an IPv6 address too (--dns-bind-address=::1), UDP and TCP', async () => {
     const s = await stack(upstream, { dnsBindAddress: '::1' });
     try {
-      const ask = async (...args: string[]) => (await run('dig', ['@::1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', '+short', ...args])).stdout;
+      const ask = async (...args: string[]) =>
+        (await run('dig', ['@::1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', '+short', ...args]))
+          .stdout;
       expect(await ask('web.prod.cluster1', 'A')).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
       expect(await ask('+tcp', 'echo.cluster1', 'A')).toBe('127.0.0.1\n');
     } finally {
@@ -227,7 +259,9 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
     const holder = new RuleHolder(ruleSet([]));
     const s = await stack(upstream, {}, holder);
     try {
-      const ask = async () => (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A'])).stdout;
+      const ask = async () =>
+        (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+short', 'web.prod.cluster1', 'A']))
+          .stdout;
       expect(await ask()).toBe('');
       holder.replace(ruleSet(['prod/web']));
       expect(await ask()).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
@@ -274,11 +308,21 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
     try {
       for (const name of ['cluster1', 'ext.example.test']) {
         const started = Date.now();
-        const { stdout } = await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', name, 'A']);
+        const { stdout } = await run('dig', [
+          '@127.0.0.1',
+          '-p',
+          String(s.dns.listening.port),
+          '+tries=1',
+          '+time=3',
+          name,
+          'A',
+        ]);
         expect(stdout).toMatch(/status: SERVFAIL/);
         expect(Date.now() - started).toBeLessThan(2000);
       }
-      expect(await s.registry.getSingleMetricAsString('spoke_agent_dns_upstream_errors_total')).toMatch(/reason="timeout"} 2/);
+      expect(await s.registry.getSingleMetricAsString('spoke_agent_dns_upstream_errors_total')).toMatch(
+        /reason="timeout"} 2/,
+      );
     } finally {
       await s.dns.close();
       await silent.close();
@@ -288,11 +332,29 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
 
 describe('no upstream at all ("a bare container: no --dns-upstream, no resolv.conf")', () => {
   it('starts with forwarding off: IP targets answer, name targets SERVFAIL, other names REFUSED, each explained', async () => {
-    const values: DnsFlagValues = { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '', dnsBatchedUdp: false, dnsForward: true, dnsTtl: 5000, dnsCacheSize: 10, dnsUpstreamTimeout: 300, dnsQueryLogSize: 0 };
-    const resolver = createResolver(values, new RuleHolder(ruleSet([])), new Registry(), createLogger('silent'), join(repoRoot, 'no-such-dir/resolv.conf'));
+    const values: DnsFlagValues = {
+      dnsBindAddress: '127.0.0.1',
+      dnsPort: 0,
+      dnsUpstream: '',
+      dnsBatchedUdp: false,
+      dnsForward: true,
+      dnsTtl: 5000,
+      dnsCacheSize: 10,
+      dnsUpstreamTimeout: 300,
+      dnsQueryLogSize: 0,
+    };
+    const resolver = createResolver(
+      values,
+      new RuleHolder(ruleSet([])),
+      new Registry(),
+      createLogger('silent'),
+      join(repoRoot, 'no-such-dir/resolv.conf'),
+    );
     try {
       expect(resolver.forwarding).toBe(false);
-      expect(resolver.upstreamDescription).toMatch(/^none \(no --dns-upstream and .*resolv\.conf is unreadable: ENOENT/);
+      expect(resolver.upstreamDescription).toMatch(
+        /^none \(no --dns-upstream and .*resolv\.conf is unreadable: ENOENT/,
+      );
       const echo = await explain(resolver, 'echo.cluster1');
       expect(echo).toMatchObject({ action: 'rule', rcode: 'NOERROR' });
       expect(echo.answer.map((r) => `${r.type} ${r.data}`)).toEqual(['A 127.0.0.1']);
@@ -326,19 +388,37 @@ describe('malformed input', () => {
 describe('the agent\'s resolver ("a lookup-compatible function" and resolveForDial)', () => {
   it('resolves rule targets through the upstream and names the rule', async () => {
     const r = await resolveForDial(main.dns.resolver, 'Web.Prod.Cluster1');
-    expect(r).toMatchObject({ via: 'rule', addresses: [{ address: '127.0.0.11', family: 4 }, { address: '::1', family: 6 }], match: { rule: { source: '--expose=prod/web' } } });
-    expect((await resolveForDial(main.dns.resolver, 'pair.cluster1')).addresses).toEqual([{ address: '127.0.0.2', family: 4 }, { address: '::1', family: 6 }]);
+    expect(r).toMatchObject({
+      via: 'rule',
+      addresses: [
+        { address: '127.0.0.11', family: 4 },
+        { address: '::1', family: 6 },
+      ],
+      match: { rule: { source: '--expose=prod/web' } },
+    });
+    expect((await resolveForDial(main.dns.resolver, 'pair.cluster1')).addresses).toEqual([
+      { address: '127.0.0.2', family: 4 },
+      { address: '::1', family: 6 },
+    ]);
     expect(await resolveForDial(main.dns.resolver, '127.0.0.5')).toMatchObject({ via: 'literal' });
     await expect(resolveForDial(main.dns.resolver, 'nope.prod.cluster1')).rejects.toMatchObject({ code: 'ENOTFOUND' });
-    await expect(resolveForDial(main.dns.resolver, 'nothere.default.cluster1')).rejects.toThrow(/nothere.default.svc.cluster.test does not exist/);
-    expect(await resolveForDial(main.dns.resolver, 'elsewhere.test', async () => [{ address: '127.0.0.9', family: 4 }])).toMatchObject({ via: 'system', addresses: [{ address: '127.0.0.9' }] });
+    await expect(resolveForDial(main.dns.resolver, 'nothere.default.cluster1')).rejects.toThrow(
+      /nothere.default.svc.cluster.test does not exist/,
+    );
+    expect(
+      await resolveForDial(main.dns.resolver, 'elsewhere.test', async () => [{ address: '127.0.0.9', family: 4 }]),
+    ).toMatchObject({ via: 'system', addresses: [{ address: '127.0.0.9' }] });
   });
 
   it('connects net.connect({ lookup }) to a static target', async () => {
     const server = net.createServer((s) => s.end('hi'));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
-      const socket = net.connect({ host: 'echo.cluster1', port: (server.address() as net.AddressInfo).port, lookup: dialLookup(main.dns.resolver) });
+      const socket = net.connect({
+        host: 'echo.cluster1',
+        port: (server.address() as net.AddressInfo).port,
+        lookup: dialLookup(main.dns.resolver),
+      });
       const data = await new Promise<string>((resolve, reject) => {
         socket.on('data', (d) => resolve(d.toString()));
         socket.on('error', reject);
@@ -354,7 +434,12 @@ describe('the agent\'s resolver ("a lookup-compatible function" and resolveForDi
 describe('debugging', () => {
   it('explains a name: rule, target, answer', async () => {
     const e = await explain(main.dns.resolver, 'web.prod.cluster1');
-    expect(e).toMatchObject({ action: 'rule', rule: { source: '--expose=prod/web', kind: 'service' }, target: 'web.prod.svc.cluster.test', rcode: 'NOERROR' });
+    expect(e).toMatchObject({
+      action: 'rule',
+      rule: { source: '--expose=prod/web', kind: 'service' },
+      target: 'web.prod.svc.cluster.test',
+      rcode: 'NOERROR',
+    });
     expect(e.answer.map((r) => `${r.type} ${r.data}`)).toEqual(['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11']);
     expect(await explain(main.dns.resolver, 'x.y.cluster1')).toMatchObject({ action: 'nxdomain', rcode: 'NXDOMAIN' });
     expect(await explain(main.dns.resolver, 'ext.example.test')).toMatchObject({ action: 'forward', rcode: 'NOERROR' });
@@ -363,7 +448,10 @@ describe('debugging', () => {
   it('spoke-agent resolve asks the server and prints the chain', async () => {
     let text = '';
     const out = { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream;
-    const code = await runResolveCommand(['web.prod.cluster1', `--dns-port=${port}`, '--health-server-port=1', '--timeout=500ms'], out);
+    const code = await runResolveCommand(
+      ['web.prod.cluster1', `--dns-port=${port}`, '--health-server-port=1', '--timeout=500ms'],
+      out,
+    );
     expect(code).toBe(0);
     expect(text).toMatch(/NOERROR in [\d.]+ms, flags qr aa rd ra/);
     expect(text).toMatch(/;; CNAME chain: web.prod.cluster1 -> web.prod.svc.cluster.test/);
@@ -380,8 +468,26 @@ describe('debugging', () => {
     await explain(main.dns.resolver, 'web.prod.cluster1');
     const entries = log.entries(before);
     expect(entries).toEqual([
-      expect.objectContaining({ name: 'QLog-Probe.cluster1', type: 'AAAA', client: '127.0.0.1', transport: 'udp', rcode: 'NXDOMAIN', source: 'zone', truncated: false }),
-      expect.objectContaining({ name: 'web.prod.cluster1', type: 'A', client: '127.0.0.1', transport: 'tcp', rcode: 'NOERROR', source: 'rule', rule: '--expose=prod/web', target: 'web.prod.svc.cluster.test', answer: ['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11'] }),
+      expect.objectContaining({
+        name: 'QLog-Probe.cluster1',
+        type: 'AAAA',
+        client: '127.0.0.1',
+        transport: 'udp',
+        rcode: 'NXDOMAIN',
+        source: 'zone',
+        truncated: false,
+      }),
+      expect.objectContaining({
+        name: 'web.prod.cluster1',
+        type: 'A',
+        client: '127.0.0.1',
+        transport: 'tcp',
+        rcode: 'NOERROR',
+        source: 'rule',
+        rule: '--expose=prod/web',
+        target: 'web.prod.svc.cluster.test',
+        answer: ['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11'],
+      }),
     ]);
     for (const e of entries) {
       expect(e.clientPort).toBeGreaterThan(0);
@@ -396,7 +502,9 @@ describe('debugging', () => {
       const resolver = new NodeResolver({ timeout: 2000, tries: 1 });
       resolver.setServers([`127.0.0.1:${dgramOnly.dns.listening.port}`]);
       await resolver.resolve4('cluster1');
-      expect(dgramOnly.dns.resolver.queryLog!.entries()).toEqual([expect.objectContaining({ name: 'cluster1', client: '127.0.0.1', transport: 'udp', rcode: 'NOERROR' })]);
+      expect(dgramOnly.dns.resolver.queryLog!.entries()).toEqual([
+        expect.objectContaining({ name: 'cluster1', client: '127.0.0.1', transport: 'udp', rcode: 'NOERROR' }),
+      ]);
     } finally {
       await dgramOnly.dns.close();
     }
@@ -406,18 +514,35 @@ describe('debugging', () => {
   });
 
   it('serves the query log on /debug/queries: a list by field selector, and a watch that shows a dig within a second', async () => {
-    const health = new HealthServer({ host: '127.0.0.1', port: 0, registry: new Registry(), log: createLogger('silent') });
+    const health = new HealthServer({
+      host: '127.0.0.1',
+      port: 0,
+      registry: new Registry(),
+      log: createLogger('silent'),
+    });
     health.addRoute('/debug/queries', queriesHandler(main.dns.resolver.queryLog));
     const url = `http://127.0.0.1:${(await health.listen()).port}/debug/queries`;
     const controller = new AbortController();
     try {
       await dig('listed.cluster1', 'A');
-      const list = (await (await fetch(`${url}?fieldSelector=${encodeURIComponent('name=listed.cluster1,rcode=NXDOMAIN')}`)).json()) as { resourceVersion: string; size: number; queries: Array<Record<string, unknown>> };
+      const list = (await (
+        await fetch(`${url}?fieldSelector=${encodeURIComponent('name=listed.cluster1,rcode=NXDOMAIN')}`)
+      ).json()) as { resourceVersion: string; size: number; queries: Array<Record<string, unknown>> };
       expect(list.size).toBe(1000);
-      expect(list.queries).toEqual([expect.objectContaining({ name: 'listed.cluster1', type: 'A', rcode: 'NXDOMAIN', client: '127.0.0.1', time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) })]);
+      expect(list.queries).toEqual([
+        expect.objectContaining({
+          name: 'listed.cluster1',
+          type: 'A',
+          rcode: 'NXDOMAIN',
+          client: '127.0.0.1',
+          time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+        }),
+      ]);
       expect((await fetch(`${url}?fieldSelector=phase%3DRunning`)).status).toBe(400);
 
-      const res = await fetch(`${url}?watch=true&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, { signal: controller.signal });
+      const res = await fetch(`${url}?watch=true&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, {
+        signal: controller.signal,
+      });
       expect(res.headers.get('content-type')).toBe('application/x-ndjson');
       const reader = res.body!.getReader();
       await dig('web.prod.cluster1', 'A'); // NOERROR: not selected
@@ -425,22 +550,42 @@ describe('debugging', () => {
       await dig('watched.cluster1', 'A');
       const { value } = await reader.read();
       expect(Date.now() - asked).toBeLessThan(1000);
-      const lines = Buffer.from(value!).toString().trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = Buffer.from(value!)
+        .toString()
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(lines).toEqual([expect.objectContaining({ name: 'watched.cluster1', rcode: 'NXDOMAIN' })]);
       // Resuming after a list's version replays what came since.
-      const since = await fetch(`${url}?watch=true&resourceVersion=${list.resourceVersion}&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`, { signal: controller.signal });
+      const since = await fetch(
+        `${url}?watch=true&resourceVersion=${list.resourceVersion}&fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`,
+        { signal: controller.signal },
+      );
       const replayed = Buffer.from((await since.body!.getReader().read()).value!).toString();
-      expect(replayed.trim().split('\n').map((l) => (JSON.parse(l) as { name: string }).name)).toEqual(['watched.cluster1']);
+      expect(
+        replayed
+          .trim()
+          .split('\n')
+          .map((l) => (JSON.parse(l) as { name: string }).name),
+      ).toEqual(['watched.cluster1']);
 
       // spoke-agent queries: the list, then (-w) what comes, until stopped.
       let text = '';
       const out = { write: (chunk: string) => ((text += chunk), true) } as unknown as NodeJS.WritableStream;
       const healthPort = new URL(url).port;
-      expect(await runQueriesCommand([`--health-server-port=${healthPort}`, '--field-selector=name=listed.cluster1'], out)).toBe(0);
+      expect(
+        await runQueriesCommand([`--health-server-port=${healthPort}`, '--field-selector=name=listed.cluster1'], out),
+      ).toBe(0);
       expect(text.split('\n')[0]).toBe(queryHeader);
-      expect(text.split('\n')[1]).toMatch(/^\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1:\d+ +udp +A +NXDOMAIN +listed\.cluster1 - [\d.]+ms$/);
+      expect(text.split('\n')[1]).toMatch(
+        /^\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1:\d+ +udp +A +NXDOMAIN +listed\.cluster1 - [\d.]+ms$/,
+      );
       text = '';
-      const tail = runQueriesCommand([`--health-server-port=${healthPort}`, '-w', '--output=json', '--field-selector=rcode=NXDOMAIN'], out, controller.signal);
+      const tail = runQueriesCommand(
+        [`--health-server-port=${healthPort}`, '-w', '--output=json', '--field-selector=rcode=NXDOMAIN'],
+        out,
+        controller.signal,
+      );
       await waitUntil(() => text.includes('"name":"watched.cluster1"'), 5000, 'the held queries');
       await dig('tailed.cluster1', 'A');
       await waitUntil(() => text.includes('"name":"tailed.cluster1"'), 2000, 'the new query in the tail');

@@ -12,7 +12,12 @@ import { waitUntil } from './support/wait.js';
 
 const pki = makePki();
 const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
-const agentFlags = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=echo.cluster1'];
+const agentFlags = [
+  `--ca-cert=${pki.caCert}`,
+  `--agent-cert=${pki.clientCert}`,
+  `--agent-key=${pki.clientKey}`,
+  '--agent-identifiers=host=echo.cluster1',
+];
 const resolve = async () => ['127.0.0.1'];
 
 const cleanups: Array<() => unknown> = [];
@@ -25,7 +30,13 @@ function startHub(opts: Partial<ProxyHubOptions>): Promise<ProxyHub> {
 }
 
 async function echoThrough(hub: ProxyHub, echo: Target): Promise<void> {
-  const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `echo.cluster1:${echo.port}`, timeoutMs: 5000 });
+  const conn = await dialThroughProxy({
+    mode: 'grpc',
+    proxyHost: '127.0.0.1',
+    proxyPort: hub.ports.server!,
+    address: `echo.cluster1:${echo.port}`,
+    timeoutMs: 5000,
+  });
   const payload = pattern(256 << 10, hub.ports.server);
   const sum = await new Promise<string>((done, fail) => {
     const chunks: Buffer[] = [];
@@ -40,7 +51,6 @@ async function echoThrough(hub: ProxyHub, echo: Target): Promise<void> {
   conn.destroy();
   expect(sum).toBe(sha256(payload));
 }
-
 
 describe.each(['round-robin', 'random'] as const)('three replicas behind a %s balancer', (policy) => {
   it('holds one stream per replica quickly, fails over, and reconnects a replica that returns', async () => {
@@ -72,7 +82,11 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
     expect(agent.agent.readiness.check()).toBeUndefined();
     await echoThrough(hubs[0]!, echo);
     await echoThrough(hubs[2]!, echo);
-    await waitUntil(() => agent.agent.clients.connections().every((c) => c.connectionCount === 0), 5000, 'every tunnelled connection to close');
+    await waitUntil(
+      () => agent.agent.clients.connections().every((c) => c.connectionCount === 0),
+      5000,
+      'every tunnelled connection to close',
+    );
 
     // b comes back on the same port: the agent reconnects to it.
     hubs[1] = await startHub({ serverID: 'server-b', serverCount: 3, agentPort: bPort });
@@ -87,7 +101,11 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
 describe('hub lifecycle', () => {
   it('an agent started while the hub is down is ready within one backoff interval of the hub coming up', async () => {
     const port = await unusedPort();
-    const agent = startAgent([`localhost:${port}`], [...agentFlags, '--sync-interval=500ms', '--sync-interval-cap=2s'], { resolve });
+    const agent = startAgent(
+      [`localhost:${port}`],
+      [...agentFlags, '--sync-interval=500ms', '--sync-interval-cap=2s'],
+      { resolve },
+    );
     cleanups.push(() => agent.stop());
     await new Promise((r) => setTimeout(r, 10_000));
     expect(agent.agent.readiness.check()).toBe('no servers connected');
@@ -105,7 +123,11 @@ describe('hub lifecycle', () => {
     const lb = new TcpBalancer([a.ports.agent]);
     await lb.listen();
     cleanups.push(() => lb.close());
-    const agent = startAgent([`localhost:${lb.port}`], [...agentFlags, '--sync-forever', '--sync-interval=100ms', '--sync-interval-cap=500ms'], { resolve });
+    const agent = startAgent(
+      [`localhost:${lb.port}`],
+      [...agentFlags, '--sync-forever', '--sync-interval=100ms', '--sync-interval-cap=500ms'],
+      { resolve },
+    );
     cleanups.push(() => agent.stop());
     await agent.ready(1);
     const b = await startHub({ serverID: 'b', serverCount: 2 });
@@ -125,7 +147,11 @@ describe('hub lifecycle', () => {
     const lb = new TcpBalancer([a.ports.agent, bPort]);
     await lb.listen();
     cleanups.push(() => lb.close());
-    const agent = startAgent([`localhost:${lb.port}`], [...agentFlags, '--sync-interval=5s', '--sync-interval-cap=5s'], { resolve });
+    const agent = startAgent(
+      [`localhost:${lb.port}`],
+      [...agentFlags, '--sync-interval=5s', '--sync-interval-cap=5s'],
+      { resolve },
+    );
     cleanups.push(() => agent.stop());
     await agent.ready(2, 5000);
     await new Promise((r) => setTimeout(r, 4000));

@@ -24,7 +24,15 @@ let image: BuiltImage;
 
 /** `podman run` of the image as the DaemonSet runs it: read-only root without tmpfs mounts, no network unless asked. */
 const podmanRun = (args: string[], opts: { network?: 'host' | 'none'; entrypoint?: string; extra?: string[] } = {}) => [
-  'run', '--rm', '--read-only', '--read-only-tmpfs=false', `--network=${opts.network ?? 'none'}`, ...(opts.entrypoint ? [`--entrypoint=${opts.entrypoint}`] : []), ...(opts.extra ?? []), image.ref, ...args,
+  'run',
+  '--rm',
+  '--read-only',
+  '--read-only-tmpfs=false',
+  `--network=${opts.network ?? 'none'}`,
+  ...(opts.entrypoint ? [`--entrypoint=${opts.entrypoint}`] : []),
+  ...(opts.extra ?? []),
+  image.ref,
+  ...args,
 ];
 const inImage = (args: string[], opts: Parameters<typeof podmanRun>[1] = {}) => engine('podman', podmanRun(args, opts));
 const nodeInImage = (script: string) => inImage(['-e', script], { entrypoint: '/nodejs/bin/node' });
@@ -32,14 +40,16 @@ const nodeInImage = (script: string) => inImage(['-e', script], { entrypoint: '/
 describe.skipIf(problem)('the image, built from the Dockerfile by buildah and run by podman', () => {
   beforeAll(async () => {
     image = await buildImage();
-    const standIns = image.standIns.built.length ? `stand-ins ${image.standIns.built.join(', ')} built in ${(image.standIns.ms / 1000).toFixed(0)} s` : 'stand-in bases cached';
+    const standIns = image.standIns.built.length
+      ? `stand-ins ${image.standIns.built.join(', ')} built in ${(image.standIns.ms / 1000).toFixed(0)} s`
+      : 'stand-in bases cached';
     console.log(
       `image ${image.ref}: ${megabytes(image.sizeBytes)} (the distroless stand-in base ${megabytes(image.baseSizeBytes)}, the Dockerfile's layers ${megabytes(image.sizeBytes - image.baseSizeBytes)}); ` +
         `buildah bud ${(image.buildMs / 1000).toFixed(1)} s (${standIns})`,
     );
   }, 2_400_000);
 
-  it('is configured to run the agent as 65532:65532, and the Dockerfile\'s layers add little to the base', async () => {
+  it("is configured to run the agent as 65532:65532, and the Dockerfile's layers add little to the base", async () => {
     const r = await engine('podman', ['image', 'inspect', '--format', '{{json .Config}}', image.ref]);
     const config = JSON.parse(r.stdout) as { User: string; Entrypoint: string[] };
     expect(config.User).toBe('65532:65532');
@@ -59,7 +69,13 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
         files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/app/node_modules', '/proxy-agent'].filter((p) => fs.existsSync(p)),
       }));`);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ uid: 65532, gid: 65532, write: 'EROFS', shells: [], files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/proxy-agent'] });
+    expect(JSON.parse(r.stdout)).toEqual({
+      uid: 65532,
+      gid: 65532,
+      write: 'EROFS',
+      shells: [],
+      files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/proxy-agent'],
+    });
     const shell = await inImage(['-c', 'true'], { entrypoint: '/bin/sh' });
     expect(shell.code).not.toBe(0);
     expect(shell.stderr).toMatch(/\/bin\/sh.*no such file or directory/);
@@ -77,7 +93,15 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
     const help = await inImage(['--help'], { entrypoint: '/proxy-agent' });
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toMatch(/^Usage: spoke-agent \[flags\]/);
-    for (const flag of ['--proxy-server-host', '--agent-identifiers', '--ca-cert', '--agent-cert', '--agent-key', '--cluster-name']) expect(help.stdout).toContain(flag);
+    for (const flag of [
+      '--proxy-server-host',
+      '--agent-identifiers',
+      '--ca-cert',
+      '--agent-cert',
+      '--agent-key',
+      '--cluster-name',
+    ])
+      expect(help.stdout).toContain(flag);
     const bad = await inImage(['--agent-identifiers=bogus=1'], { entrypoint: '/proxy-agent' });
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown address type: bogus/);
@@ -93,13 +117,27 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
       const pki = makePki();
       // The container's user reads the hub credentials from a read-only mount (a Secret's 0440 and fsGroup in a pod).
       creds = mkdtempSync(join(tmpdir(), 'spoke-image-creds-'));
-      for (const [from, to] of [[pki.caCert, 'ca.crt'], [pki.clientCert, 'tls.crt'], [pki.clientKey, 'tls.key']] as const) {
+      for (const [from, to] of [
+        [pki.caCert, 'ca.crt'],
+        [pki.clientCert, 'tls.crt'],
+        [pki.clientKey, 'tls.key'],
+      ] as const) {
         copyFileSync(from, join(creds, to));
         chmodSync(join(creds, to), 0o644);
       }
       chmodSync(creds, 0o755);
-      const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
-      hub = await ProxyHub.start({ agentPort: 0, serverPort: null, httpConnectPort: 0, proxyStrategies: ['destHost'], agentTls: tls });
+      const tls = {
+        cert: readFileSync(pki.serverCert),
+        key: readFileSync(pki.serverKey),
+        ca: readFileSync(pki.caCert),
+      };
+      hub = await ProxyHub.start({
+        agentPort: 0,
+        serverPort: null,
+        httpConnectPort: 0,
+        proxyStrategies: ['destHost'],
+        agentTls: tls,
+      });
       echo = await startEchoServer();
     });
 
@@ -113,13 +151,35 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
     it('starts with forwarding off (said in the log), connects with mTLS, tunnels a connection, and exits 0 on SIGTERM', async () => {
       const [health, dns] = [await unusedPort(), await unusedPort()];
       // prettier-ignore
-      const args = ['--proxy-server-host=localhost', `--proxy-server-port=${hub.ports.agent}`, '--ca-cert=/etc/spoke-agent/hub/ca.crt', '--agent-cert=/etc/spoke-agent/hub/tls.crt', '--agent-key=/etc/spoke-agent/hub/tls.key',
-        '--agent-identifiers=host=127.0.0.1', '--cluster-name=cluster1', '--allowed-cidrs=127.0.0.0/8', '--rules-configmap=', `--dns-port=${dns}`, `--health-server-port=${health}`, '--health-server-host=127.0.0.1', '--log-format=json'];
+      const args = [
+        '--proxy-server-host=localhost',
+        `--proxy-server-port=${hub.ports.agent}`,
+        '--ca-cert=/etc/spoke-agent/hub/ca.crt',
+        '--agent-cert=/etc/spoke-agent/hub/tls.crt',
+        '--agent-key=/etc/spoke-agent/hub/tls.key',
+        '--agent-identifiers=host=127.0.0.1',
+        '--cluster-name=cluster1',
+        '--allowed-cidrs=127.0.0.0/8',
+        '--rules-configmap=',
+        `--dns-port=${dns}`,
+        `--health-server-port=${health}`,
+        '--health-server-host=127.0.0.1',
+        '--log-format=json',
+      ];
       // --dns=none: podman writes no /etc/resolv.conf (the host's network, so the test reaches the agent on loopback).
-      const agent = run('podman', podmanRun(args, { network: 'host', extra: [`--name=${name}`, '--dns=none', `--volume=${creds}:/etc/spoke-agent/hub:ro`] }), { env: engineEnv() });
+      const agent = run(
+        'podman',
+        podmanRun(args, {
+          network: 'host',
+          extra: [`--name=${name}`, '--dns=none', `--volume=${creds}:/etc/spoke-agent/hub:ro`],
+        }),
+        { env: engineEnv() },
+      );
       try {
         await agent.waitFor(/"msg":"connected to proxy-server"/, 60_000);
-        expect(agent.stdout()).toMatch(/"reason":"no --dns-upstream and \/etc\/resolv.conf is unreadable: ENOENT[^"]*".*"msg":"no DNS upstream: forwarding is off/);
+        expect(agent.stdout()).toMatch(
+          /"reason":"no --dns-upstream and \/etc\/resolv.conf is unreadable: ENOENT[^"]*".*"msg":"no DNS upstream: forwarding is off/,
+        );
         expect(agent.stdout()).toMatch(/"udp":"batched".*"forward":false.*"msg":"DNS server listening/);
         const reply = await new Promise<string>((resolve, reject) => {
           http

@@ -29,13 +29,22 @@ describe.skipIf(!binDir)('the Go proxy-server on a Unix socket (--uds-name), rea
     echo = await startEchoServer();
     servers = {
       grpc: await GoServer.create(binDir!, 'grpc', 'destHost,default', 'go-uds-grpc', { uds: join(dir, 'grpc.sock') }),
-      'http-connect': await GoServer.create(binDir!, 'http-connect', 'destHost,default', 'go-uds-connect', { uds: join(dir, 'connect.sock') }),
+      'http-connect': await GoServer.create(binDir!, 'http-connect', 'destHost,default', 'go-uds-connect', {
+        uds: join(dir, 'connect.sock'),
+      }),
     };
     await Promise.all(Object.values(servers).map((s) => s.start(pki)));
     const [cert, key] = pki.issue('agent', { client: true });
     agent = startAgent(
       Object.values(servers).map((s) => `127.0.0.1:${s.ports.agent}`),
-      [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--sync-interval=200ms', '--sync-interval-cap=1s'],
+      [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${cert}`,
+        `--agent-key=${key}`,
+        '--agent-identifiers=host=localhost&ipv4=127.0.0.1',
+        '--sync-interval=200ms',
+        '--sync-interval-cap=1s',
+      ],
     );
     await agent.ready(2, 15_000);
   });
@@ -48,19 +57,35 @@ describe.skipIf(!binDir)('the Go proxy-server on a Unix socket (--uds-name), rea
   });
 
   it.each(['grpc', 'http-connect'] as const)('dialThroughProxy --mode=%s: 256 KiB echoed intact', async (mode) => {
-    const conn = await dialThroughProxy({ mode, proxyHost: 'unused', proxyPort: 0, proxyUds: servers[mode].uds!, address: echo.address, timeoutMs: 15_000 });
+    const conn = await dialThroughProxy({
+      mode,
+      proxyHost: 'unused',
+      proxyPort: 0,
+      proxyUds: servers[mode].uds!,
+      address: echo.address,
+      timeoutMs: 15_000,
+    });
     const payload = pattern(256 << 10, 3);
     expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
     conn.destroy();
   });
 
-  it.each(['grpc', 'http-connect'] as const)('spoke-agent dial --proxy-uds --mode=%s pipes stdin through and exits 0', async (mode) => {
-    const dial = runCli(['dial', `--mode=${mode}`, `--proxy-uds=${servers[mode].uds!}`, '--close-on-eof', echo.address]);
-    dial.write('ping\n');
-    await expect.poll(() => dial.stdout(), { timeout: 20_000 }).toBe('ping\n');
-    dial.end();
-    expect((await dial.exited).code, dial.stderr()).toBe(0);
-  });
+  it.each(['grpc', 'http-connect'] as const)(
+    'spoke-agent dial --proxy-uds --mode=%s pipes stdin through and exits 0',
+    async (mode) => {
+      const dial = runCli([
+        'dial',
+        `--mode=${mode}`,
+        `--proxy-uds=${servers[mode].uds!}`,
+        '--close-on-eof',
+        echo.address,
+      ]);
+      dial.write('ping\n');
+      await expect.poll(() => dial.stdout(), { timeout: 20_000 }).toBe('ping\n');
+      dial.end();
+      expect((await dial.exited).code, dial.stderr()).toBe(0);
+    },
+  );
 
   it('refuses TLS flags with --proxy-uds (the socket is plaintext) as a usage error', async () => {
     const dial = runCli(['dial', `--proxy-uds=${servers.grpc.uds!}`, `--ca-cert=${pki.caCert}`, echo.address]);

@@ -33,14 +33,21 @@ import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
 import { sampleValue } from './support/promql.js';
-import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
+import {
+  echoRoundTrip,
+  pattern,
+  sha256,
+  startEchoServer,
+  startHttpServer,
+  unusedPort,
+  type Target,
+} from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const goBinaries = ['proxy-server', 'proxy-test-client'];
 const { found, missing } = anpReleases(goBinaries);
 for (const note of missing) console.warn(`interop-go: ${note}`);
 const agentID = 'spoke-interop-agent';
-
 
 function interopSuite(release: AnpRelease): void {
   /** Runs the Go test-client; resolves with its exit code and output. */
@@ -107,8 +114,8 @@ function interopSuite(release: AnpRelease): void {
     return err as DialError;
   }
 
-
-  const closed = (conn: Duplex) => new Promise<void>((resolve) => (conn.destroyed ? resolve() : conn.once('close', () => resolve())));
+  const closed = (conn: Duplex) =>
+    new Promise<void>((resolve) => (conn.destroyed ? resolve() : conn.once('close', () => resolve())));
 
   /** What arrives on a tunnel until it closes (at most 5 s). */
   function received(conn: Duplex): Promise<string> {
@@ -152,7 +159,12 @@ function interopSuite(release: AnpRelease): void {
 
     it('answers "No agent available" while no agent is connected', async () => {
       expect((await dialError(grpcServer, echo.address)).message).toBe('No agent available');
-      expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="no_agent"}')).toBe(1);
+      expect(
+        sampleValue(
+          await grpcServer.metrics(),
+          'konnectivity_network_proxy_server_dial_failure_count{reason="no_agent"}',
+        ),
+      ).toBe(1);
       const viaConnect = await connectRefusal(connectServer, echo.address, 500);
       if (release.modern) expect(viaConnect).toContain('No agent available');
       else expect(viaConnect).toBe('');
@@ -162,41 +174,68 @@ function interopSuite(release: AnpRelease): void {
       const [agentCert, agentKey] = pki.issue('agent', { client: true });
       agent = startAgent(
         [`127.0.0.1:${grpcServer.ports.agent}`, `127.0.0.1:${connectServer.ports.agent}`],
-        [`--ca-cert=${pki.caCert}`, `--agent-cert=${agentCert}`, `--agent-key=${agentKey}`, `--agent-id=${agentID}`, '--agent-identifiers=host=localhost&ipv4=127.0.0.1', '--sync-interval=200ms', '--sync-interval-cap=1s'],
+        [
+          `--ca-cert=${pki.caCert}`,
+          `--agent-cert=${agentCert}`,
+          `--agent-key=${agentKey}`,
+          `--agent-id=${agentID}`,
+          '--agent-identifiers=host=localhost&ipv4=127.0.0.1',
+          '--sync-interval=200ms',
+          '--sync-interval-cap=1s',
+        ],
       );
       await agent.ready(2, 15_000);
       expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['go-grpc', 'go-connect']));
       for (const server of [grpcServer, connectServer]) {
-        await waitUntil(() => server.lines(/"Agent connected"/).some((l) => l.includes(agentID)), 5000, `${server.serverID} to log the agent`);
+        await waitUntil(
+          () => server.lines(/"Agent connected"/).some((l) => l.includes(agentID)),
+          5000,
+          `${server.serverID} to log the agent`,
+        );
         if (!release.modern) continue; // release-0.30 has no ready_backends
         const m = await server.metrics();
         expect(sampleValue(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}')).toBe(2); // host=localhost, ipv4=127.0.0.1
-        if (server === grpcServer) expect(sampleValue(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}')).toBe(1);
+        if (server === grpcServer)
+          expect(sampleValue(m, 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}')).toBe(1);
       }
     });
 
     it('the Go test-client gets its page in grpc mode, by host name and by IP, 20 requests each', async () => {
       for (const host of ['localhost', '127.0.0.1']) {
-        const { code, output } = await testClient(grpcServer, [`--request-host=${host}`, `--request-port=${web.port}`, '--request-path=success', '--test-requests=20']);
+        const { code, output } = await testClient(grpcServer, [
+          `--request-host=${host}`,
+          `--request-port=${web.port}`,
+          '--request-path=success',
+          '--test-requests=20',
+        ]);
         expect(code, output).toBe(0);
         expect(output.match(/hello from \/success/g)?.length, output).toBe(20);
       }
-      expect(grpcServer.lines(/"Get the backend through the DestHostBackendManager" destHost="localhost"/).length).toBeGreaterThan(0);
+      expect(
+        grpcServer.lines(/"Get the backend through the DestHostBackendManager" destHost="localhost"/).length,
+      ).toBeGreaterThan(0);
     });
 
     it('the Go test-client gets its page in http-connect mode, by host name and by IP, 20 requests each', async () => {
       for (const host of ['localhost', '127.0.0.1']) {
-        const { code, output } = await testClient(connectServer, [`--request-host=${host}`, `--request-port=${web.port}`, '--request-path=success', '--test-requests=20']);
+        const { code, output } = await testClient(connectServer, [
+          `--request-host=${host}`,
+          `--request-port=${web.port}`,
+          '--request-path=success',
+          '--test-requests=20',
+        ]);
         expect(code, output).toBe(0);
         expect(output.match(/hello from \/success/g)?.length, output).toBe(20);
       }
     });
 
-    it('the Go test-client sees the agent\'s refusal text (grpc) and a 502 (http-connect)', async () => {
+    it("the Go test-client sees the agent's refusal text (grpc) and a 502 (http-connect)", async () => {
       const refused = await unusedPort();
       const viaGrpc = await testClient(grpcServer, ['--request-host=127.0.0.1', `--request-port=${refused}`]);
       expect(viaGrpc.code).not.toBe(0);
-      expect(viaGrpc.output).toContain(`failed to dial request 127.0.0.1:${refused}, got dial tcp 127.0.0.1:${refused}: connect: connection refused`);
+      expect(viaGrpc.output).toContain(
+        `failed to dial request 127.0.0.1:${refused}, got dial tcp 127.0.0.1:${refused}: connect: connection refused`,
+      );
       const viaConnect = await testClient(connectServer, ['--request-host=127.0.0.1', `--request-port=${refused}`]);
       if (release.modern) {
         expect(viaConnect.code).not.toBe(0);
@@ -205,7 +244,9 @@ function interopSuite(release: AnpRelease): void {
         // release-0.30's 503 comes inside the tunnel, where the test-client reads its page: it prints
         // the agent's refusal as the page and exits 0
         expect(viaConnect.code).toBe(0);
-        expect(viaConnect.output).toContain(`HTML Response:\ndial tcp 127.0.0.1:${refused}: connect: connection refused`);
+        expect(viaConnect.output).toContain(
+          `HTML Response:\ndial tcp 127.0.0.1:${refused}: connect: connection refused`,
+        );
       }
     });
 
@@ -216,7 +257,11 @@ function interopSuite(release: AnpRelease): void {
       expect(await echoRoundTrip(conn, payload)).toBe(sha256(payload));
       conn.end();
       await closed(conn);
-      await waitUntil(() => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0, 5000, 'the CLOSE_RSP to reach the frontend');
+      await waitUntil(
+        () => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0,
+        5000,
+        'the CLOSE_RSP to reach the frontend',
+      );
       expect(grpcServer.lines(/"Received CLOSE_REQ"/, from).length).toBe(1);
       expect(grpcServer.lines(/"Received CLOSE_RSP".*agentID="spoke-interop-agent"/, from).length).toBe(1);
     });
@@ -236,18 +281,33 @@ function interopSuite(release: AnpRelease): void {
       conn.write('GET /remote-close HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n');
       await closed(conn);
       expect(Buffer.concat(body).toString()).toContain('hello from /remote-close');
-      await waitUntil(() => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0, 5000, 'CLOSE_RSP forwarded');
+      await waitUntil(
+        () => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0,
+        5000,
+        'CLOSE_RSP forwarded',
+      );
       expect(grpcServer.lines(/"Received CLOSE_REQ"/, from)).toEqual([]);
     });
 
-    it('a refused dial carries the agent\'s Go-worded error to our client; the server counts it as error_response', async () => {
+    it("a refused dial carries the agent's Go-worded error to our client; the server counts it as error_response", async () => {
       const refused = await unusedPort();
-      const before = sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}') ?? 0;
-      expect((await dialError(grpcServer, `127.0.0.1:${refused}`)).message).toBe(`dial tcp 127.0.0.1:${refused}: connect: connection refused`);
+      const before =
+        sampleValue(
+          await grpcServer.metrics(),
+          'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}',
+        ) ?? 0;
+      expect((await dialError(grpcServer, `127.0.0.1:${refused}`)).message).toBe(
+        `dial tcp 127.0.0.1:${refused}: connect: connection refused`,
+      );
       const viaConnect = await connectRefusal(connectServer, `127.0.0.1:${refused}`, 502);
       if (!release.modern) expect(viaConnect).toMatch(/^HTTP\/0.0 503 Service Unavailable\r\n/);
       expect(viaConnect).toContain(`dial tcp 127.0.0.1:${refused}: connect: connection refused`);
-      expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}')).toBe(before + 1);
+      expect(
+        sampleValue(
+          await grpcServer.metrics(),
+          'konnectivity_network_proxy_server_dial_failure_count{reason="error_response"}',
+        ),
+      ).toBe(before + 1);
     });
 
     it('"No agent available" for a host no agent advertises (destHost only)', async () => {
@@ -256,10 +316,12 @@ function interopSuite(release: AnpRelease): void {
       else expect(refusal).toBe('');
     });
 
-    it('no protocol complaints about our agent in the Go servers\' logs', async () => {
+    it("no protocol complaints about our agent in the Go servers' logs", async () => {
       for (const server of [grpcServer, connectServer]) {
         expect(server.lines(/unrecognized|mismatched|Ignoring unrecognized packet|expected one/i)).toEqual([]);
-        expect(sampleValue(await server.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
+        expect(sampleValue(await server.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(
+          0,
+        );
       }
     });
 
@@ -277,15 +339,35 @@ function interopSuite(release: AnpRelease): void {
 
     it('DRAIN from an idle agent reaches the Go server before the stream ends', async () => {
       const [cert, key] = pki.issue('idle-agent', { client: true });
-      const idle = startAgent([`127.0.0.1:${connectServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-idle-agent', '--agent-identifiers=host=idle.example']);
+      const idle = startAgent(
+        [`127.0.0.1:${connectServer.ports.agent}`],
+        [
+          `--ca-cert=${pki.caCert}`,
+          `--agent-cert=${cert}`,
+          `--agent-key=${key}`,
+          '--agent-id=spoke-idle-agent',
+          '--agent-identifiers=host=idle.example',
+        ],
+      );
       try {
         await idle.ready(1, 15_000);
         const from = connectServer.log.length;
         await idle.agent.drain(5000);
-        await waitUntil(() => connectServer.lines(/"Close backend of agent" agentID="spoke-idle-agent"/, from).length > 0, 5000, 'the idle agent stream to end');
+        await waitUntil(
+          () => connectServer.lines(/"Close backend of agent" agentID="spoke-idle-agent"/, from).length > 0,
+          5000,
+          'the idle agent stream to end',
+        );
         // release-0.30 does not know the packet type, and says so
-        if (release.modern) expect(connectServer.lines(/"agent is draining" agentID="spoke-idle-agent"/, from)).toHaveLength(1);
-        if (!release.modern) expect(connectServer.lines(/"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-idle-agent"/, from)).toHaveLength(1);
+        if (release.modern)
+          expect(connectServer.lines(/"agent is draining" agentID="spoke-idle-agent"/, from)).toHaveLength(1);
+        if (!release.modern)
+          expect(
+            connectServer.lines(
+              /"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-idle-agent"/,
+              from,
+            ),
+          ).toHaveLength(1);
       } finally {
         idle.stop();
       }
@@ -293,44 +375,80 @@ function interopSuite(release: AnpRelease): void {
 
     it('an agent with a rule\'s stream, draining, leaves the Go server (destHost,default: streams keyed by agentID too) with no "should not happen"', async () => {
       const [cert, key] = pki.issue('rules-agent', { client: true });
-      const ruled = startAgent([`127.0.0.1:${grpcServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-rules-agent'], {
-        identifiers: { own: 'host=own.ruled', groups: ['host=rule.ruled'] },
-        resolve: async () => ['127.0.0.1'],
-      });
+      const ruled = startAgent(
+        [`127.0.0.1:${grpcServer.ports.agent}`],
+        [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-rules-agent'],
+        {
+          identifiers: { own: 'host=own.ruled', groups: ['host=rule.ruled'] },
+          resolve: async () => ['127.0.0.1'],
+        },
+      );
       try {
         await ruled.ready(1, 15_000);
         const from = grpcServer.log.length;
-        await waitUntil(() => grpcServer.lines(/"Agent connected"/).filter((l) => l.includes('spoke-rules-agent')).length >= 2, 5000, 'both streams registered');
+        await waitUntil(
+          () => grpcServer.lines(/"Agent connected"/).filter((l) => l.includes('spoke-rules-agent')).length >= 2,
+          5000,
+          'both streams registered',
+        );
         const conn = await dial(grpcServer, `rule.ruled:${echo.port}`);
         const drained = ruled.agent.drain(10_000);
         await new Promise((r) => setTimeout(r, 1500));
         expect(await echoRoundTrip(conn, Buffer.from('draining'))).toBe(sha256('draining'));
         conn.destroy();
         await drained;
-        await waitUntil(() => grpcServer.lines(/"Close backend of agent" agentID="spoke-rules-agent"/, from).length >= 2, 5000, 'both streams to end');
+        await waitUntil(
+          () => grpcServer.lines(/"Close backend of agent" agentID="spoke-rules-agent"/, from).length >= 2,
+          5000,
+          'both streams to end',
+        );
         expect(grpcServer.lines(/should not happen/, from)).toEqual([]);
       } finally {
         ruled.stop();
       }
     });
 
-    it('an agent with 4,000 names in its identifiers (one ~160 KB header, past Node\'s own 64 KiB send limit) is registered', async () => {
+    it("an agent with 4,000 names in its identifiers (one ~160 KB header, past Node's own 64 KiB send limit) is registered", async () => {
       const [cert, key] = pki.issue('many-names-agent', { client: true });
-      const identifiers = Array.from({ length: 4000 }, (_, i) => `host=service-${i}.namespace-${i % 50}.cluster1`).join('&');
+      const identifiers = Array.from({ length: 4000 }, (_, i) => `host=service-${i}.namespace-${i % 50}.cluster1`).join(
+        '&',
+      );
       expect(identifiers.length).toBeGreaterThan(150_000);
-      const before = sampleValue(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0;
-      const many = startAgent([`127.0.0.1:${connectServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-many-names', `--agent-identifiers=${identifiers}`]);
+      const before =
+        sampleValue(
+          await connectServer.metrics(),
+          'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}',
+        ) ?? 0;
+      const many = startAgent(
+        [`127.0.0.1:${connectServer.ports.agent}`],
+        [
+          `--ca-cert=${pki.caCert}`,
+          `--agent-cert=${cert}`,
+          `--agent-key=${key}`,
+          '--agent-id=spoke-many-names',
+          `--agent-identifiers=${identifiers}`,
+        ],
+      );
       try {
         await many.ready(1, 15_000);
         if (release.modern) {
           let registered = 0;
-          const read = async () => (registered = sampleValue(await connectServer.metrics(), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}') ?? 0) >= before + 4000;
+          const read = async () =>
+            (registered =
+              sampleValue(
+                await connectServer.metrics(),
+                'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}',
+              ) ?? 0) >=
+            before + 4000;
           await waitUntilAsync(read, 10_000, 'the Go server to register the 4,000 names');
           expect(registered).toBe(before + 4000);
         }
         // The last name routes to the agent, which cannot resolve it: its answer, not "No agent available".
         let refusal = '';
-        const routed = async () => /dial tcp: lookup service-3999.namespace-49.cluster1/.test((refusal = await connectRefusal(connectServer, 'service-3999.namespace-49.cluster1:80', 502)));
+        const routed = async () =>
+          /dial tcp: lookup service-3999.namespace-49.cluster1/.test(
+            (refusal = await connectRefusal(connectServer, 'service-3999.namespace-49.cluster1:80', 502)),
+          );
         await waitUntilAsync(routed, 10_000, `the last name to reach the agent (got ${JSON.stringify(refusal)})`, 200);
       } finally {
         many.stop();
@@ -340,26 +458,60 @@ function interopSuite(release: AnpRelease): void {
     it(`two agents for one name, one draining: ${release.modern ? 'new dials go to the other' : 'release-0.30 keeps routing to the first (it does not read DRAIN)'}`, async () => {
       // Each agent dials the name to a greeter of its own (127.0.0.1 and 127.0.0.2, one port), so the
       // greeting says which agent served a dial.
-      const listen = (server: Server, port: number, host: string) => new Promise<number>((resolve) => server.listen(port, host, () => resolve((server.address() as AddressInfo).port)));
+      const listen = (server: Server, port: number, host: string) =>
+        new Promise<number>((resolve) =>
+          server.listen(port, host, () => resolve((server.address() as AddressInfo).port)),
+        );
       const greeterA = createServer((s) => s.end('agent-a'));
       const greeterB = createServer((s) => s.end('agent-b'));
       const port = await listen(greeterA, 0, '127.0.0.1');
       await listen(greeterB, port, '127.0.0.2');
       const started: StartedAgent[] = [];
       try {
-        for (const [name, ip] of [['a', '127.0.0.1'], ['b', '127.0.0.2']] as const) {
+        for (const [name, ip] of [
+          ['a', '127.0.0.1'],
+          ['b', '127.0.0.2'],
+        ] as const) {
           const [cert, key] = pki.issue(`drain-${name}`, { client: true });
-          const a = startAgent([`127.0.0.1:${grpcServer.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, `--agent-id=spoke-drain-${name}`, '--agent-identifiers=host=drain.example'], { resolve: async () => [ip] });
+          const a = startAgent(
+            [`127.0.0.1:${grpcServer.ports.agent}`],
+            [
+              `--ca-cert=${pki.caCert}`,
+              `--agent-cert=${cert}`,
+              `--agent-key=${key}`,
+              `--agent-id=spoke-drain-${name}`,
+              '--agent-identifiers=host=drain.example',
+            ],
+            { resolve: async () => [ip] },
+          );
           started.push(a);
           await a.ready(1, 15_000);
-          await waitUntil(() => grpcServer.lines(/"Agent connected"/).some((l) => l.includes(`spoke-drain-${name}`)), 5000, `agent ${name} registered`);
+          await waitUntil(
+            () => grpcServer.lines(/"Agent connected"/).some((l) => l.includes(`spoke-drain-${name}`)),
+            5000,
+            `agent ${name} registered`,
+          );
         }
         const greeting = async () => received(await dial(grpcServer, `drain.example:${port}`));
         for (let i = 0; i < 3; i++) expect(await greeting()).toBe('agent-a'); // the first registered serves the name
         const from = grpcServer.log.length;
         const draining = started[0]!.agent.drain(10_000);
-        if (release.modern) await waitUntil(() => grpcServer.lines(/"agent is draining" agentID="spoke-drain-a"/, from).length > 0, 5000, 'the server to read the DRAIN');
-        else await waitUntil(() => grpcServer.lines(/"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-drain-a"/, from).length > 0, 5000, 'release-0.30 to ignore the DRAIN');
+        if (release.modern)
+          await waitUntil(
+            () => grpcServer.lines(/"agent is draining" agentID="spoke-drain-a"/, from).length > 0,
+            5000,
+            'the server to read the DRAIN',
+          );
+        else
+          await waitUntil(
+            () =>
+              grpcServer.lines(
+                /"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-drain-a"/,
+                from,
+              ).length > 0,
+            5000,
+            'release-0.30 to ignore the DRAIN',
+          );
         for (let i = 0; i < 3; i++) expect(await greeting()).toBe(release.modern ? 'agent-b' : 'agent-a');
         await draining;
       } finally {
@@ -374,9 +526,21 @@ function interopSuite(release: AnpRelease): void {
       const held = await dial(grpcServer, echo.address);
       const draining = agent!.agent.drain(20_000);
       if (release.modern) {
-        await waitUntil(() => grpcServer.lines(/"agent is draining"/, from).some((l) => l.includes(agentID)), 5000, 'the Go server to log the DRAIN');
+        await waitUntil(
+          () => grpcServer.lines(/"agent is draining"/, from).some((l) => l.includes(agentID)),
+          5000,
+          'the Go server to log the DRAIN',
+        );
         expect(grpcServer.lines(/marked backend as draining/, from).length).toBe(1);
-      } else await waitUntil(() => grpcServer.lines(/"Ignoring unrecognized packet from backend" packet="type:6 /, from).some((l) => l.includes(agentID)), 5000, 'release-0.30 to ignore the DRAIN');
+      } else
+        await waitUntil(
+          () =>
+            grpcServer
+              .lines(/"Ignoring unrecognized packet from backend" packet="type:6 /, from)
+              .some((l) => l.includes(agentID)),
+          5000,
+          'release-0.30 to ignore the DRAIN',
+        );
       // Still flows; and with no other agent the server falls back to the draining one for new dials
       // (release-0.30 does not know it drains).
       expect(await echoRoundTrip(held, Buffer.from('during drain'))).toBe(sha256('during drain'));
@@ -385,13 +549,21 @@ function interopSuite(release: AnpRelease): void {
       fresh.end();
       held.end();
       await draining;
-      await waitUntil(() => grpcServer.lines(/"Receive stream from agent is closed"|Stream read from agent cancelled/, from).length > 0, 5000, 'the agent stream to end');
+      await waitUntil(
+        () =>
+          grpcServer.lines(/"Receive stream from agent is closed"|Stream read from agent cancelled/, from).length > 0,
+        5000,
+        'the agent stream to end',
+      );
       // Every CLOSE_RSP written before the stream ended reached the server: nothing left established.
       expect(grpcServer.lines(/"Close established connections to agent"/, from)).toEqual([]);
-      expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(0);
+      expect(sampleValue(await grpcServer.metrics(), 'konnectivity_network_proxy_server_established_connections')).toBe(
+        0,
+      );
     });
   });
 }
 
 for (const release of found) interopSuite(release);
-if (found.length === 0) describe.skip('interop with the Go proxy-server (binaries not found)', () => it('needs the ANP binaries', () => {}));
+if (found.length === 0)
+  describe.skip('interop with the Go proxy-server (binaries not found)', () => it('needs the ANP binaries', () => {}));

@@ -58,7 +58,11 @@ describe('CIDR matching', () => {
 
 describe('DialAllowlist', () => {
   const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
-  const parsed = parseRules({ naming, expose: ['default/web'], file: { origin: 'rules.yaml', content: 'static: [{name: db.cluster1, target: 127.0.0.2}]' } });
+  const parsed = parseRules({
+    naming,
+    expose: ['default/web'],
+    file: { origin: 'rules.yaml', content: 'static: [{name: db.cluster1, target: 127.0.0.2}]' },
+  });
   if (!parsed.ok) throw new Error(parsed.errors.join());
   const rules = parsed.value;
   const calls: string[] = [];
@@ -66,7 +70,8 @@ describe('DialAllowlist', () => {
   const resolveForDial = async (host: string): Promise<DialResolution> => {
     calls.push(host);
     const match = rules.match(host);
-    if (host === 'web.default.cluster1' || host === rules.hosts()[2]) return { addresses: [{ address: '127.0.0.1' }], match };
+    if (host === 'web.default.cluster1' || host === rules.hosts()[2])
+      return { addresses: [{ address: '127.0.0.1' }], match };
     if (match?.target.kind === 'ip') return { addresses: match.target.v4.map((address) => ({ address })), match };
     if (host === 'elsewhere.example') return { addresses: [{ address: '127.0.0.3' }] };
     throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
@@ -74,7 +79,12 @@ describe('DialAllowlist', () => {
   const make = (cidrs: string[] = []) => {
     const registry = new Registry();
     const denied: string[] = [];
-    const allowlist = new DialAllowlist({ resolveForDial, cidrs: cidrs.map(cidr), registry, onDenied: (_h, _a, why) => denied.push(why) });
+    const allowlist = new DialAllowlist({
+      resolveForDial,
+      cidrs: cidrs.map(cidr),
+      registry,
+      onDenied: (_h, _a, why) => denied.push(why),
+    });
     return { allowlist, registry, denied };
   };
   let target: Target | undefined;
@@ -92,13 +102,19 @@ describe('DialAllowlist', () => {
   it('refuses the metadata service, a private address, and names no rule serves, counting each', async () => {
     const { allowlist, registry, denied } = make();
     await allowlist.refresh(rules);
-    expect(allowlist.authorize('169.254.169.254', '169.254.169.254')).toMatch(/^not allowed: 169.254.169.254 is not an address any rule resolves to/);
+    expect(allowlist.authorize('169.254.169.254', '169.254.169.254')).toMatch(
+      /^not allowed: 169.254.169.254 is not an address any rule resolves to/,
+    );
     expect(allowlist.authorize('10.0.0.5', '10.0.0.5')).toMatch(/not an address any rule resolves to/);
     expect(await allowlist.resolve('elsewhere.example')).toEqual(['127.0.0.3']);
-    expect(allowlist.authorize('elsewhere.example', '127.0.0.3')).toBe('not allowed: no rule serves "elsewhere.example" and 127.0.0.3 is not inside --allowed-cidrs');
+    expect(allowlist.authorize('elsewhere.example', '127.0.0.3')).toBe(
+      'not allowed: no rule serves "elsewhere.example" and 127.0.0.3 is not inside --allowed-cidrs',
+    );
     // a rule name whose answer does not contain the address
     await allowlist.resolve('db.cluster1');
-    expect(allowlist.authorize('db.cluster1', '127.0.0.1')).toMatch(/is not what the rule for "db.cluster1" resolves to/);
+    expect(allowlist.authorize('db.cluster1', '127.0.0.1')).toMatch(
+      /is not what the rule for "db.cluster1" resolves to/,
+    );
     expect(denied).toHaveLength(4);
     const metric = await registry.getSingleMetricAsString('spoke_agent_dials_denied_total');
     expect(metric).toContain('spoke_agent_dials_denied_total{reason="not_a_rule_address"} 2');
@@ -126,8 +142,12 @@ describe('DialAllowlist', () => {
     target = await startEchoServer('127.0.0.3');
     const { allowlist } = make();
     await allowlist.refresh(rules);
-    const dial = (address: string) => dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
-    await expect(dial(`127.0.0.3:${target.port}`)).rejects.toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${target.port}: not allowed: 127.0.0.3 is not an address any rule resolves to, nor inside --allowed-cidrs` });
+    const dial = (address: string) =>
+      dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
+    await expect(dial(`127.0.0.3:${target.port}`)).rejects.toMatchObject({
+      reason: 'denied',
+      message: `dial tcp 127.0.0.3:${target.port}: not allowed: 127.0.0.3 is not an address any rule resolves to, nor inside --allowed-cidrs`,
+    });
     await expect(dial(`elsewhere.example:${target.port}`)).rejects.toMatchObject({ reason: 'denied' });
     await expect(dial(`nothere.default.cluster1:${target.port}`)).rejects.toMatchObject({ reason: 'unresolvable' });
     expect(target.accepted()).toBe(0);
@@ -144,18 +164,50 @@ describe('DialAllowlist', () => {
     // "localhost" is in every /etc/hosts and served by no rule here, so it takes the same path.
     target = await startEchoServer('127.0.0.1');
     const registry = new Registry();
-    const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 10, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, new RuleHolder(rules), registry, createLogger('silent'));
+    const resolver = createResolver(
+      {
+        dnsBindAddress: '127.0.0.1',
+        dnsPort: 0,
+        dnsUpstream: '127.0.0.1:9',
+        dnsBatchedUdp: false,
+        dnsForward: false,
+        dnsTtl: 1000,
+        dnsCacheSize: 10,
+        dnsUpstreamTimeout: 500,
+        dnsQueryLogSize: 0,
+      },
+      new RuleHolder(rules),
+      registry,
+      createLogger('silent'),
+    );
     try {
-      const allowlist = new DialAllowlist({ resolveForDial: (h) => resolveThroughRules(resolver, h), cidrs: [], identifierHosts: ['LocalHost.', 'cluster1'], registry });
+      const allowlist = new DialAllowlist({
+        resolveForDial: (h) => resolveThroughRules(resolver, h),
+        cidrs: [],
+        identifierHosts: ['LocalHost.', 'cluster1'],
+        registry,
+      });
       await allowlist.refresh(rules);
-      const dial = (address: string) => dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
+      const dial = (address: string) =>
+        dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
       (await dial(`localhost:${target.port}`)).destroy();
       await expect(dial(`127.0.0.1:${target.port}`)).rejects.toMatchObject({ reason: 'denied' }); // the name, not its address
       await new Promise((r) => setTimeout(r, 20));
       expect(target.accepted()).toBe(1);
       // an identifier in the rules' zone that no rule serves stays unresolvable
-      const zone = new DialAllowlist({ resolveForDial: (h) => resolveThroughRules(resolver, h), cidrs: [], identifierHosts: ['nothere.cluster1'], registry: new Registry() });
-      await expect(dialTcp(`nothere.cluster1:${target.port}`, { timeoutMs: 2000, resolve: zone.resolve, authorize: zone.authorize })).rejects.toMatchObject({ reason: 'unresolvable' });
+      const zone = new DialAllowlist({
+        resolveForDial: (h) => resolveThroughRules(resolver, h),
+        cidrs: [],
+        identifierHosts: ['nothere.cluster1'],
+        registry: new Registry(),
+      });
+      await expect(
+        dialTcp(`nothere.cluster1:${target.port}`, {
+          timeoutMs: 2000,
+          resolve: zone.resolve,
+          authorize: zone.authorize,
+        }),
+      ).rejects.toMatchObject({ reason: 'unresolvable' });
     } finally {
       resolver.close();
     }

@@ -34,13 +34,20 @@ beforeAll(async () => {
       client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       upstream.pipe(client).pipe(upstream);
     });
-    for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
       tunnels.add(a);
       a.on('error', () => b.destroy()).on('close', () => (b.destroy(), tunnels.delete(a)));
     }
   });
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-  cleanups.push(() => api.close(), () => new Promise((r) => proxy.close(r)), () => tunnels.forEach((s) => s.destroy()));
+  cleanups.push(
+    () => api.close(),
+    () => new Promise((r) => proxy.close(r)),
+    () => tunnels.forEach((s) => s.destroy()),
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -57,20 +64,43 @@ describe('the bundled Kubernetes client', () => {
     const kubeconfig = join(pki.dir, 'proxied-kubeconfig');
     const proxyUrl = `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
     // prettier-ignore
-    writeFileSync(kubeconfig, [
-      'apiVersion: v1', 'kind: Config', 'current-context: c',
-      `clusters: [{name: c, cluster: {server: "${api.url}", certificate-authority: "${pki.caCert}", proxy-url: "${proxyUrl}"}}]`,
-      `users: [{name: u, user: {token: "${api.token}"}}]`,
-      'contexts: [{name: c, context: {cluster: c, user: u}}]', '',
-    ].join('\n'));
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'current-context: c',
+        `clusters: [{name: c, cluster: {server: "${api.url}", certificate-authority: "${pki.caCert}", proxy-url: "${proxyUrl}"}}]`,
+        `users: [{name: u, user: {token: "${api.token}"}}]`,
+        'contexts: [{name: c, context: {cluster: c, user: u}}]',
+        '',
+      ].join('\n'),
+    );
     const health = await unusedPort();
     // prettier-ignore
-    const agent: Child = run(process.execPath, [entry, '--cluster-name=cluster1', '--dns-port=0', '--dns-forward=false', `--kubeconfig=${kubeconfig}`, '--rules-configmap=spoke/rules',
-      '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--log-level=warn']);
+    const agent: Child = run(process.execPath, [
+      entry,
+      '--cluster-name=cluster1',
+      '--dns-port=0',
+      '--dns-forward=false',
+      `--kubeconfig=${kubeconfig}`,
+      '--rules-configmap=spoke/rules',
+      '--health-server-host=127.0.0.1',
+      `--health-server-port=${health}`,
+      '--log-level=warn',
+    ]);
     cleanups.push(async () => (agent.kill('SIGKILL'), await agent.exited));
-    await waitUntilAsync(async () => /spoke_agent_kube_watch_synced\{resource="configmap"\} 1/.test(await metrics(health)), 30_000, `the ConfigMap watch through the proxy\n${agent.stdout()}${agent.stderr()}`);
+    await waitUntilAsync(
+      async () => /spoke_agent_kube_watch_synced\{resource="configmap"\} 1/.test(await metrics(health)),
+      30_000,
+      `the ConfigMap watch through the proxy\n${agent.stdout()}${agent.stderr()}`,
+    );
     expect(connects).toContain(new URL(api.url).host);
-    await waitUntilAsync(async () => api.requests.some((r) => r.includes('/configmaps') && r.includes('watch=true')), 10_000, 'the watch after the list');
+    await waitUntilAsync(
+      async () => api.requests.some((r) => r.includes('/configmaps') && r.includes('watch=true')),
+      10_000,
+      'the watch after the list',
+    );
     const rules = await (await fetch(`http://127.0.0.1:${health}/debug/rules`)).text();
     expect(rules).toContain('db.cluster1');
   }, 120_000);

@@ -28,7 +28,11 @@ beforeAll(async () => {
   api.allowed.add('carol get /debug/spoke-agent/queries');
   api.allowed.add('system:serviceaccount:monitoring:prometheus get /metrics');
   const registry = new Registry();
-  const { values } = parseFlags(kubeFlags, [`--kubeconfig=${api.kubeconfigPath}`, '--debug-auth=true', '--metrics-auth']);
+  const { values } = parseFlags(kubeFlags, [
+    `--kubeconfig=${api.kubeconfigPath}`,
+    '--debug-auth=true',
+    '--metrics-auth',
+  ]);
   const guards = authGuards({ kube: values, log, registry, client: await kubeApiClient(api.kubeconfigPath), env: {} });
   health = new HealthServer({ host: '127.0.0.1', port: 0, registry, log });
   health.addRoute('/debug/rules', (_req, res) => void res.writeHead(200).end('rules'), guards.debug);
@@ -62,7 +66,9 @@ describe('delegated authentication of /debug and /metrics', () => {
     expect(sar.length).toBe(2);
     // cached: no new reviews for a repeat
     await get('/debug/rules', 'alice-token');
-    expect(api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews')).length).toBe(2);
+    expect(
+      api.requests.filter((r) => r.startsWith('POST /apis/authorization.k8s.io/v1/subjectaccessreviews')).length,
+    ).toBe(2);
   });
 
   it('guards /debug/queries with a permission of its own: get on --debug-auth-path + /queries', async () => {
@@ -87,39 +93,63 @@ describe('delegated authentication of /debug and /metrics', () => {
     const auto = parseFlags(kubeFlags, []).values;
     expect(authGuards({ kube: auto, log, registry: new Registry(), client: undefined, env: {} })).toEqual({});
     const forced = parseFlags(kubeFlags, ['--debug-auth=true']).values;
-    expect(() => authGuards({ kube: forced, log, registry: new Registry(), client: undefined, env: {} })).toThrow(/--debug-auth=true needs --kubeconfig/);
+    expect(() => authGuards({ kube: forced, log, registry: new Registry(), client: undefined, env: {} })).toThrow(
+      /--debug-auth=true needs --kubeconfig/,
+    );
   });
 });
 
-describe.runIf(process.platform === 'linux')('`spoke-agent resolve` beside an agent whose /debug needs a token (as in a pod)', () => {
-  const agents: Child[] = [];
-  afterAll(() => agents.forEach((a) => a.kill('SIGKILL')));
+describe.runIf(process.platform === 'linux')(
+  '`spoke-agent resolve` beside an agent whose /debug needs a token (as in a pod)',
+  () => {
+    const agents: Child[] = [];
+    afterAll(() => agents.forEach((a) => a.kill('SIGKILL')));
 
-  /** The agent CLI with --debug-auth=true (a cluster's default), no hub to reach, and its ports. */
-  async function agent(extra: string[]) {
-    const [health, dns] = [await unusedPort(), await unusedPort()];
-    // prettier-ignore
-    const child = runCli(['--cluster-name=cluster1', '--proxy-server-host=127.0.0.1', `--proxy-server-port=${await unusedPort()}`, `--kubeconfig=${api.kubeconfigPath}`,
-      '--debug-auth=true', '--rules-configmap=', '--dns-upstream=127.0.0.1:9', '--dns-upstream-timeout=200ms', `--dns-port=${dns}`, `--health-server-port=${health}`, '--health-server-host=127.0.0.1', '--log-format=json', ...extra]);
-    agents.push(child);
-    await child.waitFor(/"msg":"spoke-agent started"/, 60_000);
-    return { child, health, dns };
-  }
-  const resolve = async (a: { health: number; dns: number }) => {
-    const r = runCli(['resolve', 'cluster1', `--dns-port=${a.dns}`, `--health-server-port=${a.health}`]);
-    await r.exited;
-    return r.stdout();
-  };
+    /** The agent CLI with --debug-auth=true (a cluster's default), no hub to reach, and its ports. */
+    async function agent(extra: string[]) {
+      const [health, dns] = [await unusedPort(), await unusedPort()];
+      // prettier-ignore
+      const child = runCli([
+        '--cluster-name=cluster1',
+        '--proxy-server-host=127.0.0.1',
+        `--proxy-server-port=${await unusedPort()}`,
+        `--kubeconfig=${api.kubeconfigPath}`,
+        '--debug-auth=true',
+        '--rules-configmap=',
+        '--dns-upstream=127.0.0.1:9',
+        '--dns-upstream-timeout=200ms',
+        `--dns-port=${dns}`,
+        `--health-server-port=${health}`,
+        '--health-server-host=127.0.0.1',
+        '--log-format=json',
+        ...extra,
+      ]);
+      agents.push(child);
+      await child.waitFor(/"msg":"spoke-agent started"/, 60_000);
+      return { child, health, dns };
+    }
+    const resolve = async (a: { health: number; dns: number }) => {
+      const r = runCli(['resolve', 'cluster1', `--dns-port=${a.dns}`, `--health-server-port=${a.health}`]);
+      await r.exited;
+      return r.stdout();
+    };
 
-  it('explains the answer over the local socket, while /debug over TCP still answers 401 without a token', async () => {
-    const a = await agent([]);
-    expect(a.child.stdout()).toMatch(/"socket":"@spoke-agent-health-\d+".*"msg":"health server also on a local socket/);
-    expect(await resolve(a)).toMatch(/^;; explanation from the agent's socket @spoke-agent-health-\d+: rule --cluster-name \(cluster\) -> kubernetes\.default\.svc\.cluster\.local$/m);
-    expect((await fetch(`http://127.0.0.1:${a.health}/debug/resolve?name=cluster1`)).status).toBe(401);
-  });
+    it('explains the answer over the local socket, while /debug over TCP still answers 401 without a token', async () => {
+      const a = await agent([]);
+      expect(a.child.stdout()).toMatch(
+        /"socket":"@spoke-agent-health-\d+".*"msg":"health server also on a local socket/,
+      );
+      expect(await resolve(a)).toMatch(
+        /^;; explanation from the agent's socket @spoke-agent-health-\d+: rule --cluster-name \(cluster\) -> kubernetes\.default\.svc\.cluster\.local$/m,
+      );
+      expect((await fetch(`http://127.0.0.1:${a.health}/debug/resolve?name=cluster1`)).status).toBe(401);
+    });
 
-  it('with --debug-socket=false, says that /debug wants a token and where to run resolve instead', async () => {
-    const a = await agent(['--debug-socket=false']);
-    expect(await resolve(a)).toMatch(/^;; no explanation: http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=cluster1&type=A answered 401: Unauthorized: send a bearer token .*\(run resolve inside the agent's pod/m);
-  });
-});
+    it('with --debug-socket=false, says that /debug wants a token and where to run resolve instead', async () => {
+      const a = await agent(['--debug-socket=false']);
+      expect(await resolve(a)).toMatch(
+        /^;; no explanation: http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=cluster1&type=A answered 401: Unauthorized: send a bearer token .*\(run resolve inside the agent's pod/m,
+      );
+    });
+  },
+);

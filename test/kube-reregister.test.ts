@@ -24,7 +24,13 @@ const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' };
 
 function rules(generation: number): RuleSet {
-  const r = parseRules({ naming, file: { origin: 'cm', content: `static: [{name: stable.cluster1, target: 127.0.0.1}, {name: gen${generation}.cluster1, target: 127.0.0.1}]` } });
+  const r = parseRules({
+    naming,
+    file: {
+      origin: 'cm',
+      content: `static: [{name: stable.cluster1, target: 127.0.0.1}, {name: gen${generation}.cluster1, target: 127.0.0.1}]`,
+    },
+  });
   if (!r.ok) throw new Error(r.errors.join());
   return r.value;
 }
@@ -47,16 +53,39 @@ beforeAll(async () => {
   });
   holder = new RuleHolder(rules(0));
   const registry = new Registry();
-  const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
-  const allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(resolver, host), cidrs: [], registry });
+  const resolver = createResolver(
+    {
+      dnsBindAddress: '127.0.0.1',
+      dnsPort: 0,
+      dnsUpstream: '127.0.0.1:9',
+      dnsBatchedUdp: true,
+      dnsForward: false,
+      dnsTtl: 1000,
+      dnsCacheSize: 100,
+      dnsUpstreamTimeout: 500,
+      dnsQueryLogSize: 0,
+    },
+    holder,
+    registry,
+    log,
+  );
+  const allowlist = new DialAllowlist({
+    resolveForDial: (host) => resolveForDial(resolver, host),
+    cidrs: [],
+    registry,
+  });
   holder.onChange((next) => void allowlist.refresh(next));
   const tls = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`];
-  agent = startAgent([`localhost:${hub.ports.agent}`], [...tls, '--agent-id=spoke-1', '--drain-timeout=5s', '--sync-interval=100ms'], {
-    registry,
-    resolve: allowlist.resolve,
-    authorize: allowlist.authorize,
-    identifiers: agentIdentifiers('', holder.current),
-  });
+  agent = startAgent(
+    [`localhost:${hub.ports.agent}`],
+    [...tls, '--agent-id=spoke-1', '--drain-timeout=5s', '--sync-interval=100ms'],
+    {
+      registry,
+      resolve: allowlist.resolve,
+      authorize: allowlist.authorize,
+      identifiers: agentIdentifiers('', holder.current),
+    },
+  );
   stopFollowing = followRuleIdentifiers({ holder, clients: agent.agent.clients, extra: '', log });
   await agent.ready(1, 20_000); // generous: node-forge keys and a busy machine
 });
@@ -69,10 +98,18 @@ afterAll(async () => {
 });
 
 async function echoThrough(host: string): Promise<void> {
-  const conn: Duplex = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `${host}:${echo.port}`, timeoutMs: 5000 });
+  const conn: Duplex = await dialThroughProxy({
+    mode: 'grpc',
+    proxyHost: '127.0.0.1',
+    proxyPort: hub.ports.server!,
+    address: `${host}:${echo.port}`,
+    timeoutMs: 5000,
+  });
   try {
     await new Promise<void>((resolve, reject) => {
-      conn.once('data', (b: Buffer) => (b.toString() === 'ping' ? resolve() : reject(new Error(`echo said ${b.toString()}`))));
+      conn.once('data', (b: Buffer) =>
+        b.toString() === 'ping' ? resolve() : reject(new Error(`echo said ${b.toString()}`)),
+      );
       conn.once('error', reject);
       conn.write('ping');
     });
@@ -90,7 +127,11 @@ describe('re-registration', () => {
       const t = performance.now();
       holder.replace(rules(g));
       // the new name routes once the agent has registered it
-      await waitUntil(() => hub.agents().some((a) => !a.draining && a.identifiers.host.includes(`gen${g}.cluster1`)), 5000, `gen${g} registered`);
+      await waitUntil(
+        () => hub.agents().some((a) => !a.draining && a.identifiers.host.includes(`gen${g}.cluster1`)),
+        5000,
+        `gen${g} registered`,
+      );
       registeredIn.push(performance.now() - t);
       await echoThrough(`gen${g}.cluster1`);
     }
@@ -102,7 +143,12 @@ describe('re-registration', () => {
     // stable.cluster1's and gen20's are left
     expect(agent.agent.clients.connections()).toEqual([conn]);
     await waitUntil(() => hub.agents().length === 3, 10_000, 'old streams to close');
-    expect(hub.agents().map((a) => a.identifiers.host).sort()).toEqual([['cluster1'], ['gen20.cluster1'], ['stable.cluster1']]);
+    expect(
+      hub
+        .agents()
+        .map((a) => a.identifiers.host)
+        .sort(),
+    ).toEqual([['cluster1'], ['gen20.cluster1'], ['stable.cluster1']]);
     // no name was handed from one stream to another (the Go server's "should not happen")
     expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
     await expect(echoThrough('gen19.cluster1')).rejects.toThrow(/No agent available/);

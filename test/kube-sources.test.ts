@@ -22,7 +22,13 @@ import { startEchoServer, type Target } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
-const ruleValues = { clusterName: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test', expose: [], rulesFile: '' };
+const ruleValues = {
+  clusterName: 'cluster1',
+  agentNamespace: '',
+  clusterDomain: 'cluster.test',
+  expose: [],
+  rulesFile: '',
+};
 
 let api: FakeApiServer;
 let echo: Target;
@@ -50,17 +56,50 @@ beforeAll(async () => {
   if (!initial.ok) throw new Error(initial.errors.join());
   holder = new RuleHolder(initial.value);
   registry = new Registry();
-  dns = await startDns({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
+  dns = await startDns(
+    {
+      dnsBindAddress: '127.0.0.1',
+      dnsPort: 0,
+      dnsUpstream: `127.0.0.1:${upstream.port}`,
+      dnsBatchedUdp: true,
+      dnsForward: false,
+      dnsTtl: 1000,
+      dnsCacheSize: 100,
+      dnsUpstreamTimeout: 500,
+      dnsQueryLogSize: 0,
+    },
+    holder,
+    registry,
+    log,
+  );
   allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(dns.resolver, host), cidrs: [], registry });
   stops.push(holder.onChange((next) => void allowlist.refresh(next)));
-  stops.push(followRuleIdentifiers({ holder, clients: { setIdentifierGroups: (groups) => (identifiers = groups.join('&')) }, extra: '', debounceMs: 50, log }));
+  stops.push(
+    followRuleIdentifiers({
+      holder,
+      clients: { setIdentifierGroups: (groups) => (identifiers = groups.join('&')) },
+      extra: '',
+      debounceMs: 50,
+      log,
+    }),
+  );
   const { values } = parseFlags(kubeFlags, [
     `--kubeconfig=${api.kubeconfigPath}`,
     '--rules-configmap=spoke/rules',
     '--auto-expose',
     '--auto-expose-namespace-selector=expose=yes',
   ]);
-  stops.push(startKubeSources({ kube: values, rules: ruleValues, holder, log, registry, client: await kubeApiClient(api.kubeconfigPath), backoff: { initialMs: 100, capMs: 400 } }));
+  stops.push(
+    startKubeSources({
+      kube: values,
+      rules: ruleValues,
+      holder,
+      log,
+      registry,
+      client: await kubeApiClient(api.kubeconfigPath),
+      backoff: { initialMs: 100, capMs: 400 },
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -75,7 +114,11 @@ const served = (name: string) => holder.current.match(name) !== undefined;
 const metric = async (name: string) => (await registry.getSingleMetricAsString(name)) ?? '';
 
 async function dialEcho(host: string): Promise<string> {
-  const socket = await dialTcp(`${host}:${echo.port}`, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
+  const socket = await dialTcp(`${host}:${echo.port}`, {
+    timeoutMs: 2000,
+    resolve: allowlist.resolve,
+    authorize: allowlist.authorize,
+  });
   try {
     socket.write('ping');
     return await new Promise<string>((resolve, reject) => {
@@ -104,13 +147,16 @@ describe('rules from the Kubernetes API', () => {
     expect(await dialEcho('db.cluster1')).toBe('ping');
     const cm = api.requests.filter((r) => r.includes('/configmaps'));
     expect(cm.length).toBeGreaterThanOrEqual(2);
-    for (const r of cm) expect(r).toMatch(/^GET \/api\/v1\/namespaces\/spoke\/configmaps\?.*fieldSelector=metadata.name%3Drules/);
+    for (const r of cm)
+      expect(r).toMatch(/^GET \/api\/v1\/namespaces\/spoke\/configmaps\?.*fieldSelector=metadata.name%3Drules/);
     expect(cm.some((r) => r.includes('watch=true'))).toBe(true);
   });
 
   it('applies a ConfigMap edit within seconds: the new name resolves and is dialable', async () => {
     const t0 = Date.now();
-    api.configMap('spoke', 'rules', { 'rules.yaml': 'expose: [default/web]\nstatic: [{name: db.cluster1, target: 127.0.0.1}]' });
+    api.configMap('spoke', 'rules', {
+      'rules.yaml': 'expose: [default/web]\nstatic: [{name: db.cluster1, target: 127.0.0.1}]',
+    });
     await waitUntil(() => served('web.default.cluster1'), 5000, 'web.default.cluster1');
     expect(Date.now() - t0).toBeLessThan(3000);
     expect(await rcode('web.default.cluster1')).toBe('NOERROR');
@@ -119,8 +165,12 @@ describe('rules from the Kubernetes API', () => {
   });
 
   it('rejects a bad edit whole, says why, and keeps the last good rules', async () => {
-    api.configMap('spoke', 'rules', { 'rules.yaml': 'expose: [default/web, "Bad/Name"]\nstatic: [{name: other.cluster1, target: 127.0.0.1}]' });
-    await expect.poll(() => metric('spoke_agent_kube_rule_updates_total'), { timeout: 5000 }).toMatch(/result="rejected"\} [1-9]/);
+    api.configMap('spoke', 'rules', {
+      'rules.yaml': 'expose: [default/web, "Bad/Name"]\nstatic: [{name: other.cluster1, target: 127.0.0.1}]',
+    });
+    await expect
+      .poll(() => metric('spoke_agent_kube_rule_updates_total'), { timeout: 5000 })
+      .toMatch(/result="rejected"\} [1-9]/);
     expect(await metric('spoke_agent_kube_rules_rejected')).toContain('spoke_agent_kube_rules_rejected 1');
     expect(served('other.cluster1')).toBe(false);
     expect(served('web.default.cluster1')).toBe(true);
@@ -156,20 +206,28 @@ describe('rules from the Kubernetes API', () => {
   });
 
   it('keeps the last rules while the API server errors or is down, and resumes when it is back', async () => {
-    api.configMap('spoke', 'rules', { 'rules.yaml': 'static: [{name: db.cluster1, target: 127.0.0.1}, {name: v1.cluster1, target: 127.0.0.1}]' });
+    api.configMap('spoke', 'rules', {
+      'rules.yaml': 'static: [{name: db.cluster1, target: 127.0.0.1}, {name: v1.cluster1, target: 127.0.0.1}]',
+    });
     await waitUntil(() => served('v1.cluster1'), 5000, 'v1');
     expect(await metric('spoke_agent_kube_rules_rejected')).toContain('spoke_agent_kube_rules_rejected 0');
 
     // 500s on the next list and watch: the informer stops; the restart with backoff recovers
     api.failNext(4, 500, (p) => p.includes('/configmaps'));
     api.dropWatches();
-    await expect.poll(() => metric('spoke_agent_kube_watch_errors_total'), { timeout: 5000 }).toMatch(/resource="configmap"\} [1-9]/);
-    api.configMap('spoke', 'rules', { 'rules.yaml': 'static: [{name: db.cluster1, target: 127.0.0.1}, {name: v2.cluster1, target: 127.0.0.1}]' });
+    await expect
+      .poll(() => metric('spoke_agent_kube_watch_errors_total'), { timeout: 5000 })
+      .toMatch(/resource="configmap"\} [1-9]/);
+    api.configMap('spoke', 'rules', {
+      'rules.yaml': 'static: [{name: db.cluster1, target: 127.0.0.1}, {name: v2.cluster1, target: 127.0.0.1}]',
+    });
     await waitUntil(() => served('v2.cluster1'), 8000, 'v2 after the 500s');
 
     // down: rules stay in force and dials keep working
     await api.down();
-    await expect.poll(() => metric('spoke_agent_kube_watch_synced'), { timeout: 5000 }).toContain('spoke_agent_kube_watch_synced{resource="configmap"} 0');
+    await expect
+      .poll(() => metric('spoke_agent_kube_watch_synced'), { timeout: 5000 })
+      .toContain('spoke_agent_kube_watch_synced{resource="configmap"} 0');
     expect(served('v2.cluster1')).toBe(true);
     expect(served('web.default.cluster1')).toBe(false); // the edit above dropped it: state is the last good list
     expect(await dialEcho('v2.cluster1')).toBe('ping');
@@ -178,7 +236,9 @@ describe('rules from the Kubernetes API', () => {
     api.compact();
     await api.up();
     await waitUntil(() => served('v3.cluster1') && !served('v2.cluster1'), 8000, 'v3 after the API server came back');
-    await expect.poll(() => metric('spoke_agent_kube_watch_synced'), { timeout: 5000 }).toContain('spoke_agent_kube_watch_synced{resource="configmap"} 1');
+    await expect
+      .poll(() => metric('spoke_agent_kube_watch_synced'), { timeout: 5000 })
+      .toContain('spoke_agent_kube_watch_synced{resource="configmap"} 1');
     // and the watch is live again
     api.configMap('spoke', 'rules', { 'rules.yaml': 'static: [{name: v4.cluster1, target: 127.0.0.1}]' });
     await waitUntil(() => served('v4.cluster1'), 5000, 'v4 over the resumed watch');

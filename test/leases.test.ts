@@ -18,7 +18,10 @@ import { unusedPort } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const v036 = anpReleases().found.find((r) => r.name === 'v0.36.0');
-const missing = [v036 ? undefined : anpReleases().missing.find((m) => m.startsWith('v0.36')), kubeBinariesMissing()].filter(Boolean);
+const missing = [
+  v036 ? undefined : anpReleases().missing.find((m) => m.startsWith('v0.36')),
+  kubeBinariesMissing(),
+].filter(Boolean);
 if (missing.length) console.warn(`leases: skipped: ${missing.join('; ')}`);
 
 const agentUser = 'system:serviceaccount:spoke-agent:spoke-agent';
@@ -37,7 +40,12 @@ async function startServer(id: string, extraArgs: string[] = []): Promise<GoServ
 
 /** Whether `server` holds an agent stream now (its default backend manager's count). */
 async function holds(server: GoServer): Promise<boolean> {
-  return (sampleValue(await server.metrics().catch(() => ''), 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}') ?? 0) >= 1;
+  return (
+    (sampleValue(
+      await server.metrics().catch(() => ''),
+      'konnectivity_network_proxy_server_ready_backends{proxy_strategy="default"}',
+    ) ?? 0) >= 1
+  );
 }
 
 interface Agent {
@@ -49,99 +57,164 @@ interface Agent {
 async function startAgent(target: number, flags: string[] = []): Promise<Agent> {
   const health = await unusedPort();
   // prettier-ignore
-  const child = runCli([`--proxy-server-host=127.0.0.1:${target}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-    '--count-server-leases', `--kubeconfig=${kube.kubeconfig(agentUser)}`, '--sync-interval=500ms', '--sync-interval-cap=2s',
-    '--health-server-host=127.0.0.1', `--health-server-port=${health}`, '--debug-auth=false', '--log-level=debug', ...flags]);
+  const child = runCli([
+    `--proxy-server-host=127.0.0.1:${target}`,
+    `--ca-cert=${pki.caCert}`,
+    `--agent-cert=${pki.clientCert}`,
+    `--agent-key=${pki.clientKey}`,
+    '--count-server-leases',
+    `--kubeconfig=${kube.kubeconfig(agentUser)}`,
+    '--sync-interval=500ms',
+    '--sync-interval-cap=2s',
+    '--health-server-host=127.0.0.1',
+    `--health-server-port=${health}`,
+    '--debug-auth=false',
+    '--log-level=debug',
+    ...flags,
+  ]);
   agents.push(child);
   const metrics = () => httpText(`http://127.0.0.1:${health}/metrics`).catch(() => '');
   const metric = async (name: string) => sampleValue(await metrics(), name);
-  await waitUntilAsync(async () => (await httpText(`http://127.0.0.1:${health}/readyz`).catch(() => '')) === 'ok', 30_000, `the agent to be ready\n${child.stdout()}${child.stderr()}`);
+  await waitUntilAsync(
+    async () => (await httpText(`http://127.0.0.1:${health}/readyz`).catch(() => '')) === 'ok',
+    30_000,
+    `the agent to be ready\n${child.stdout()}${child.stderr()}`,
+  );
   return { child, metric, metrics };
 }
 
 const known = 'konnectivity_network_proxy_agent_known_server_count';
 
-describe.skipIf(missing.length > 0)('the server count from Leases, against Go v0.36.0 proxy-servers and a real kube-apiserver', () => {
-  let agent: Agent;
+describe.skipIf(missing.length > 0)(
+  'the server count from Leases, against Go v0.36.0 proxy-servers and a real kube-apiserver',
+  () => {
+    let agent: Agent;
 
-  beforeAll(async () => {
-    pki = makePki();
-    kube = await startKubeApiServer();
-    for (const id of ['s1', 's2', 's3']) await startServer(id);
-    balancer = new TcpBalancer(servers.map((s) => s.ports.agent), 'random');
-    await balancer.listen();
-  }, 120_000);
+    beforeAll(async () => {
+      pki = makePki();
+      kube = await startKubeApiServer();
+      for (const id of ['s1', 's2', 's3']) await startServer(id);
+      balancer = new TcpBalancer(
+        servers.map((s) => s.ports.agent),
+        'random',
+      );
+      await balancer.listen();
+    }, 120_000);
 
-  afterAll(async () => {
-    for (const a of agents) a.kill('SIGKILL');
-    await Promise.all(agents.map((a) => a.exited));
-    await balancer?.close();
-    await Promise.all(servers.map((s) => s.stop()));
-    await kube?.close();
-  });
+    afterAll(async () => {
+      for (const a of agents) a.kill('SIGKILL');
+      await Promise.all(agents.map((a) => a.exited));
+      await balancer?.close();
+      await Promise.all(servers.map((s) => s.stop()));
+      await kube?.close();
+    });
 
-  it('without RBAC for Leases: one warning naming the Role, ready by the header\'s count; the Leases count within 30 s of the RoleBinding', async () => {
-    agent = await startAgent(balancer.port);
-    // Ready at once (the Go v0.36 agent blocks on the Lease cache), with the header's count.
-    expect(await agent.metric(known)).toBe(1);
-    await waitUntilAsync(async () => /lease_lists_total\{http_response_code="403",reason="Forbidden"\} [1-9]/.test(await agent.metrics()), 15_000, 'a refused Lease list');
-    const warnings = () => agent.child.stdout().split('\n').filter((l) => l.includes('"level":40') && l.includes('leases'));
-    expect(warnings()).toHaveLength(1);
-    expect(warnings()[0]).toContain('needs a Role in kube-system granting get, list and watch on leases (apiGroup coordination.k8s.io)');
-    expect(warnings()[0]).toContain('manifests/lease-counting');
+    it("without RBAC for Leases: one warning naming the Role, ready by the header's count; the Leases count within 30 s of the RoleBinding", async () => {
+      agent = await startAgent(balancer.port);
+      // Ready at once (the Go v0.36 agent blocks on the Lease cache), with the header's count.
+      expect(await agent.metric(known)).toBe(1);
+      await waitUntilAsync(
+        async () =>
+          /lease_lists_total\{http_response_code="403",reason="Forbidden"\} [1-9]/.test(await agent.metrics()),
+        15_000,
+        'a refused Lease list',
+      );
+      const warnings = () =>
+        agent.child
+          .stdout()
+          .split('\n')
+          .filter((l) => l.includes('"level":40') && l.includes('leases'));
+      expect(warnings()).toHaveLength(1);
+      expect(warnings()[0]).toContain(
+        'needs a Role in kube-system granting get, list and watch on leases (apiGroup coordination.k8s.io)',
+      );
+      expect(warnings()[0]).toContain('manifests/lease-counting');
 
-    const rbac = execFileSync('kubectl', ['kustomize', join(repoRoot, 'manifests/lease-counting')], { encoding: 'utf8' });
-    const r = await kube.kubectl('admin', ['apply', '-f', '-'], rbac);
-    expect(r.code, r.stderr).toBe(0);
-    const granted = Date.now();
-    await waitUntilAsync(async () => (await agent.metric(known)) === 3, 30_000, 'the Lease count after the RoleBinding');
-    expect(Date.now() - granted).toBeLessThan(30_000);
-    await waitUntilAsync(async () => (await Promise.all(servers.map(holds))).every(Boolean), 15_000, 'every server to hold the agent');
-    await waitUntilAsync(async () => (await agent.metric('konnectivity_network_proxy_agent_open_server_connections')) === 3, 5000, 'three connections held');
-    expect(warnings()).toHaveLength(1);
-    const m = await agent.metrics();
-    expect(sampleValue(m, 'konnectivity_network_proxy_agent_lease_lists_total{http_response_code="200",reason=""}')).toBeGreaterThanOrEqual(1);
-    expect(sampleValue(m, 'konnectivity_network_proxy_agent_lease_watches_total{http_response_code="200",reason=""}')).toBeGreaterThanOrEqual(1);
-    expect(sampleValue(m, 'konnectivity_network_proxy_agent_lease_list_latency_seconds_count{http_response_code="200"}')).toBeGreaterThanOrEqual(1);
-  }, 90_000);
-
-  it('holds a fourth server within 3 s of its start', async () => {
-    const s4 = await startServer('s4');
-    const started = Date.now();
-    balancer.setBackends(servers.map((s) => s.ports.agent));
-    await waitUntilAsync(() => holds(s4), 3000, 'the fourth server to hold the agent', 50);
-    expect(Date.now() - started).toBeLessThan(3000);
-    expect(await agent.metric(known)).toBe(4);
-  });
-
-  it('stops counting a killed server once its Lease expires, and does not dial in a tight loop meanwhile', async () => {
-    const [, s2] = servers;
-    const attempts = async () => {
+      const rbac = execFileSync('kubectl', ['kustomize', join(repoRoot, 'manifests/lease-counting')], {
+        encoding: 'utf8',
+      });
+      const r = await kube.kubectl('admin', ['apply', '-f', '-'], rbac);
+      expect(r.code, r.stderr).toBe(0);
+      const granted = Date.now();
+      await waitUntilAsync(
+        async () => (await agent.metric(known)) === 3,
+        30_000,
+        'the Lease count after the RoleBinding',
+      );
+      expect(Date.now() - granted).toBeLessThan(30_000);
+      await waitUntilAsync(
+        async () => (await Promise.all(servers.map(holds))).every(Boolean),
+        15_000,
+        'every server to hold the agent',
+      );
+      await waitUntilAsync(
+        async () => (await agent.metric('konnectivity_network_proxy_agent_open_server_connections')) === 3,
+        5000,
+        'three connections held',
+      );
+      expect(warnings()).toHaveLength(1);
       const m = await agent.metrics();
-      return ['failed', 'duplicate', 'connected'].reduce((n, r) => n + (sampleValue(m, `spoke_agent_server_connect_attempts_total{result="${r}"}`) ?? 0), 0);
-    };
-    const before = await attempts();
-    await s2!.kill(); // no graceful stop: its Lease stays until it expires (30 s after its last renewal)
-    const killed = Date.now();
-    await waitUntilAsync(async () => (await agent.metric(known)) === 3, 45_000, 'the killed server\'s Lease to expire', 200);
-    const expiredAfter = Date.now() - killed;
-    expect(expiredAfter).toBeGreaterThan(10_000); // it was counted while its Lease was valid
-    const during = (await attempts()) - before;
-    // Behind the balancer the agent keeps looking for the fourth server while the Lease says it is
-    // there, with a backoff: about one attempt a second, not thousands.
-    expect(during).toBeLessThan(expiredAfter / 200);
-    const after = await attempts();
-    await new Promise((r) => setTimeout(r, 3000));
-    expect(await attempts()).toBe(after); // three held, three counted: nothing to do
-    expect(await agent.metric('konnectivity_network_proxy_agent_open_server_connections')).toBe(3);
-  }, 60_000);
+      expect(
+        sampleValue(m, 'konnectivity_network_proxy_agent_lease_lists_total{http_response_code="200",reason=""}'),
+      ).toBeGreaterThanOrEqual(1);
+      expect(
+        sampleValue(m, 'konnectivity_network_proxy_agent_lease_watches_total{http_response_code="200",reason=""}'),
+      ).toBeGreaterThanOrEqual(1);
+      expect(
+        sampleValue(m, 'konnectivity_network_proxy_agent_lease_list_latency_seconds_count{http_response_code="200"}'),
+      ).toBeGreaterThanOrEqual(1);
+    }, 90_000);
 
-  it('--server-count-source: default takes the Leases alone, max the larger of them and the header', async () => {
-    const loud = await startServer('s5', ['--server-count=7']);
-    const leases = 4; // s1, s3, s4, s5
-    const byDefault = await startAgent(loud.ports.agent);
-    const byMax = await startAgent(loud.ports.agent, ['--server-count-source=max']);
-    await waitUntilAsync(async () => (await byDefault.metric(known)) === leases, 15_000, 'the default source to count the Leases');
-    await waitUntilAsync(async () => (await byMax.metric(known)) === 7, 15_000, 'the max source to take the header');
-  }, 60_000);
-});
+    it('holds a fourth server within 3 s of its start', async () => {
+      const s4 = await startServer('s4');
+      const started = Date.now();
+      balancer.setBackends(servers.map((s) => s.ports.agent));
+      await waitUntilAsync(() => holds(s4), 3000, 'the fourth server to hold the agent', 50);
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(await agent.metric(known)).toBe(4);
+    });
+
+    it('stops counting a killed server once its Lease expires, and does not dial in a tight loop meanwhile', async () => {
+      const [, s2] = servers;
+      const attempts = async () => {
+        const m = await agent.metrics();
+        return ['failed', 'duplicate', 'connected'].reduce(
+          (n, r) => n + (sampleValue(m, `spoke_agent_server_connect_attempts_total{result="${r}"}`) ?? 0),
+          0,
+        );
+      };
+      const before = await attempts();
+      await s2!.kill(); // no graceful stop: its Lease stays until it expires (30 s after its last renewal)
+      const killed = Date.now();
+      await waitUntilAsync(
+        async () => (await agent.metric(known)) === 3,
+        45_000,
+        "the killed server's Lease to expire",
+        200,
+      );
+      const expiredAfter = Date.now() - killed;
+      expect(expiredAfter).toBeGreaterThan(10_000); // it was counted while its Lease was valid
+      const during = (await attempts()) - before;
+      // Behind the balancer the agent keeps looking for the fourth server while the Lease says it is
+      // there, with a backoff: about one attempt a second, not thousands.
+      expect(during).toBeLessThan(expiredAfter / 200);
+      const after = await attempts();
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(await attempts()).toBe(after); // three held, three counted: nothing to do
+      expect(await agent.metric('konnectivity_network_proxy_agent_open_server_connections')).toBe(3);
+    }, 60_000);
+
+    it('--server-count-source: default takes the Leases alone, max the larger of them and the header', async () => {
+      const loud = await startServer('s5', ['--server-count=7']);
+      const leases = 4; // s1, s3, s4, s5
+      const byDefault = await startAgent(loud.ports.agent);
+      const byMax = await startAgent(loud.ports.agent, ['--server-count-source=max']);
+      await waitUntilAsync(
+        async () => (await byDefault.metric(known)) === leases,
+        15_000,
+        'the default source to count the Leases',
+      );
+      await waitUntilAsync(async () => (await byMax.metric(known)) === 7, 15_000, 'the max source to take the header');
+    }, 60_000);
+  },
+);

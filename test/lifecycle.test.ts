@@ -21,18 +21,33 @@ afterEach(async () => {
 });
 
 const pki = makePki();
-const tls = (p = pki) => ({ cert: readFileSync(p.serverCert), key: readFileSync(p.serverKey), ca: readFileSync(p.caCert) });
+const tls = (p = pki) => ({
+  cert: readFileSync(p.serverCert),
+  key: readFileSync(p.serverKey),
+  ca: readFileSync(p.caCert),
+});
 
 async function startHub(extra: Parameters<typeof ProxyHub.start>[0] = {}): Promise<ProxyHub> {
-  const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: tls(), ...extra });
+  const hub = await ProxyHub.start({
+    agentPort: 0,
+    serverPort: 0,
+    proxyStrategies: ['destHost'],
+    agentTls: tls(),
+    ...extra,
+  });
   cleanups.push(() => hub.close());
   return hub;
 }
 
-const dial = (hub: ProxyHub, address: string) => dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address, timeoutMs: 5000 });
+const dial = (hub: ProxyHub, address: string) =>
+  dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address, timeoutMs: 5000 });
 
 /** GETs /bytes/N over a tunnelled connection; calls onProgress with the body bytes so far. */
-function download(conn: Duplex, size: number, onProgress: (got: number) => void = () => {}): Promise<{ ok: boolean; got: number }> {
+function download(
+  conn: Duplex,
+  size: number,
+  onProgress: (got: number) => void = () => {},
+): Promise<{ ok: boolean; got: number }> {
   return new Promise((resolve, reject) => {
     let header: Buffer | undefined = Buffer.alloc(0);
     let expected = '';
@@ -63,7 +78,20 @@ async function spawnAgent(hub: ProxyHub) {
   const healthPort = await unusedPort();
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'cmd/main.ts', '--proxy-server-host=localhost', `--proxy-server-port=${hub.ports.agent}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=127.0.0.1', `--health-server-port=${healthPort}`, '--health-server-host=127.0.0.1', '--log-level=warn'],
+    [
+      '--import',
+      'tsx',
+      'cmd/main.ts',
+      '--proxy-server-host=localhost',
+      `--proxy-server-port=${hub.ports.agent}`,
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      '--agent-identifiers=host=127.0.0.1',
+      `--health-server-port=${healthPort}`,
+      '--health-server-host=127.0.0.1',
+      '--log-level=warn',
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -140,7 +168,16 @@ describe('a target that stops reading', () => {
     await new Promise<void>((r) => stuck.listen(0, '127.0.0.1', () => r()));
     cleanups.push(() => new Promise((r) => (stuckSockets.forEach((s) => s.destroy()), stuck.close(r))));
     const stuckPort = (stuck.address() as net.AddressInfo).port;
-    const agent = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=127.0.0.1', '--max-connection-buffer=4194304']);
+    const agent = startAgent(
+      [`localhost:${hub.ports.agent}`],
+      [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${pki.clientCert}`,
+        `--agent-key=${pki.clientKey}`,
+        '--agent-identifiers=host=127.0.0.1',
+        '--max-connection-buffer=4194304',
+      ],
+    );
     cleanups.push(() => agent.stop());
     await agent.ready();
 
@@ -169,7 +206,11 @@ describe('a target that stops reading', () => {
     const flood = (async () => {
       while (!slow.destroyed && !ended && pushed < 512 << 20) {
         pushed += block.length;
-        if (!slow.write(block)) await Promise.race([new Promise((r) => slow.once('drain', r)), waitUntil(() => ended || slow.destroyed, 30_000, 'the stuck connection to close')]);
+        if (!slow.write(block))
+          await Promise.race([
+            new Promise((r) => slow.once('drain', r)),
+            waitUntil(() => ended || slow.destroyed, 30_000, 'the stuck connection to close'),
+          ]);
       }
     })();
     await waitUntil(() => pushed > 2 << 20, 5000, 'the stuck connection to be flooded');
@@ -190,7 +231,10 @@ describe('credentials rotated on disk', () => {
     const next = makePki();
     // The hub trusts client certificates of both CAs, as during a rotation.
     const tokens: string[] = [];
-    const hub = await startHub({ agentTls: { ...tls(), ca: Buffer.concat([readFileSync(pki.caCert), readFileSync(next.caCert)]) }, validateAgentToken: async (t) => void tokens.push(t) });
+    const hub = await startHub({
+      agentTls: { ...tls(), ca: Buffer.concat([readFileSync(pki.caCert), readFileSync(next.caCert)]) },
+      validateAgentToken: async (t) => void tokens.push(t),
+    });
     const dir = pki.dir;
     const certPath = join(dir, 'rotating.crt');
     const keyPath = join(dir, 'rotating.key');
@@ -198,7 +242,18 @@ describe('credentials rotated on disk', () => {
     copyFileSync(pki.clientCert, certPath);
     copyFileSync(pki.clientKey, keyPath);
     writeFileSync(tokenPath, 'token-1');
-    const agent = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${certPath}`, `--agent-key=${keyPath}`, `--service-account-token-path=${tokenPath}`, '--sync-interval=100ms', '--sync-interval-cap=1s', '--agent-identifiers=host=127.0.0.1']);
+    const agent = startAgent(
+      [`localhost:${hub.ports.agent}`],
+      [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${certPath}`,
+        `--agent-key=${keyPath}`,
+        `--service-account-token-path=${tokenPath}`,
+        '--sync-interval=100ms',
+        '--sync-interval-cap=1s',
+        '--agent-identifiers=host=127.0.0.1',
+      ],
+    );
     cleanups.push(() => agent.stop());
     await agent.ready();
     const [first] = agent.agent.clients.connections();
@@ -208,7 +263,11 @@ describe('credentials rotated on disk', () => {
     copyFileSync(next.clientKey, keyPath);
     writeFileSync(tokenPath, 'token-2');
     await drained;
-    await waitUntil(() => first!.isClosed && agent.agent.clients.healthyCount === 1, 5000, 'the old stream to be replaced');
+    await waitUntil(
+      () => first!.isClosed && agent.agent.clients.healthyCount === 1,
+      5000,
+      'the old stream to be replaced',
+    );
     expect(tokens).toEqual(['token-1', 'token-2']);
     expect(agent.agent.readiness.check()).toBeUndefined();
   });
@@ -218,13 +277,25 @@ describe('credentials rotated on disk', () => {
     const caPath = join(pki.dir, 'rotating-ca.crt');
     copyFileSync(pki.caCert, caPath);
     const hub = await startHub();
-    const agent = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${caPath}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--sync-interval=100ms', '--sync-interval-cap=500ms']);
+    const agent = startAgent(
+      [`localhost:${hub.ports.agent}`],
+      [
+        `--ca-cert=${caPath}`,
+        `--agent-cert=${pki.clientCert}`,
+        `--agent-key=${pki.clientKey}`,
+        '--sync-interval=100ms',
+        '--sync-interval-cap=500ms',
+      ],
+    );
     cleanups.push(() => agent.stop());
     await agent.ready();
     const port = hub.ports.agent;
     await hub.close();
     // Hub restored from backup with a new PKI: the old CA no longer verifies it.
-    const hub2 = await startHub({ agentPort: port, agentTls: { cert: readFileSync(restored.serverCert), key: readFileSync(restored.serverKey) } });
+    const hub2 = await startHub({
+      agentPort: port,
+      agentTls: { cert: readFileSync(restored.serverCert), key: readFileSync(restored.serverKey) },
+    });
     await new Promise((r) => setTimeout(r, 600));
     expect(agent.agent.clients.healthyCount).toBe(0);
     copyFileSync(restored.caCert, caPath);

@@ -26,18 +26,39 @@ const one = (objs: Obj[], kind: string, name?: string) => {
 
 const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 // ENTRYPOINT ["/nodejs/bin/node", ..., "/app/dist/cmd/main.js"]: what a command override must repeat.
-const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))![1]!) as string[];
+const entrypoint = JSON.parse(
+  /^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'))![1]!,
+) as string[];
 
 // Flags naming files: on this machine they do not exist, in the pod they must lie in a mounted volume.
-const fileFlags = ['ca-cert', 'agent-cert', 'agent-key', 'service-account-token-path', 'rules-file', 'kubeconfig', 'api-tls-cert-file', 'api-tls-private-key-file'];
+const fileFlags = [
+  'ca-cert',
+  'agent-cert',
+  'agent-key',
+  'service-account-token-path',
+  'rules-file',
+  'kubeconfig',
+  'api-tls-cert-file',
+  'api-tls-private-key-file',
+];
 
 /** The agent's own parse of a container's args and env (downward-API values filled in as the kubelet would). */
 function parseContainer(pod: Obj, container: Obj, namespace: string) {
   const mounts: Obj[] = container.volumeMounts ?? [];
-  const underMount = (path: string) => (path === '' || mounts.some((m) => path.startsWith(posix.join(m.mountPath, '/'))) ? undefined : `${path} is in no mounted volume`);
-  const set: FlagSet = Object.fromEntries(Object.entries(agentCommandFlags).map(([k, f]) => [k, fileFlags.includes(f.name) ? ({ ...f, validate: underMount } as Flag) : f]));
+  const underMount = (path: string) =>
+    path === '' || mounts.some((m) => path.startsWith(posix.join(m.mountPath, '/')))
+      ? undefined
+      : `${path} is in no mounted volume`;
+  const set: FlagSet = Object.fromEntries(
+    Object.entries(agentCommandFlags).map(([k, f]) => [
+      k,
+      fileFlags.includes(f.name) ? ({ ...f, validate: underMount } as Flag) : f,
+    ]),
+  );
   const fields: Record<string, string> = { 'metadata.name': 'spoke-agent-x7k2p', 'metadata.namespace': namespace };
-  const env = Object.fromEntries((container.env ?? []).map((e: Obj) => [e.name, e.value ?? fields[e.valueFrom?.fieldRef?.fieldPath]]));
+  const env = Object.fromEntries(
+    (container.env ?? []).map((e: Obj) => [e.name, e.value ?? fields[e.valueFrom?.fieldRef?.fieldPath]]),
+  );
   const parsed = parseFlags(set, [...(container.command ?? []).slice(entrypoint.length), ...container.args], env);
   const values = parsed.values as ReturnType<typeof parseFlags<typeof agentCommandFlags>>['values'];
   expect(parsed.positionals).toEqual([]);
@@ -63,13 +84,29 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
   const { values, given, volumeOf } = parseContainer(pod, container, ns);
 
   it('renders exactly the expected kinds, all in one namespace', () => {
-    expect(objs.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'Namespace', 'Role', 'RoleBinding', 'Service', 'ServiceAccount']);
-    for (const o of objs.filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind))) expect(o.metadata.namespace, o.kind).toBe(ns);
+    expect(objs.map((o) => o.kind).sort()).toEqual([
+      'ClusterRole',
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ConfigMap',
+      'DaemonSet',
+      'Namespace',
+      'Role',
+      'RoleBinding',
+      'Service',
+      'ServiceAccount',
+    ]);
+    for (const o of objs.filter((o) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(o.kind)))
+      expect(o.metadata.namespace, o.kind).toBe(ns);
     expect(one(objs, 'Namespace').metadata.name).toBe(ns);
   });
 
   it('the namespace enforces Pod Security "restricted"', () => {
-    expect(one(objs, 'Namespace').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/warn': 'restricted', 'pod-security.kubernetes.io/audit': 'restricted' });
+    expect(one(objs, 'Namespace').metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+      'pod-security.kubernetes.io/warn': 'restricted',
+      'pod-security.kubernetes.io/audit': 'restricted',
+    });
   });
 
   it('runs the image of this version, non-root, read-only, without privileges', () => {
@@ -77,7 +114,13 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
     expect(container.command, 'the image ENTRYPOINT is used').toBeUndefined();
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     expect(pod.securityContext.runAsUser).toBeGreaterThan(0);
-    expect(container.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(container.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     expect(container.securityContext.capabilities.add).toBeUndefined();
     expect(container.securityContext.runAsUser).toBeGreaterThan(0);
     for (const bad of ['hostNetwork', 'hostPID', 'hostIPC']) expect(pod[bad], bad).toBeFalsy();
@@ -130,10 +173,14 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
   });
 
   it('updates by surging: the new pod beside the old, which leaves only once the new one is Ready (holds the hub)', () => {
-    expect(ds.spec.updateStrategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    expect(ds.spec.updateStrategy).toEqual({
+      type: 'RollingUpdate',
+      rollingUpdate: { maxSurge: 1, maxUnavailable: 0 },
+    });
     // Two pods on one node: nothing may claim a node-wide port.
     expect(pod.hostNetwork).toBeFalsy();
-    for (const c of pod.containers as Obj[]) for (const p of (c.ports ?? []) as Obj[]) expect(p.hostPort, `${c.name} ${p.name}`).toBeUndefined();
+    for (const c of pod.containers as Obj[])
+      for (const p of (c.ports ?? []) as Obj[]) expect(p.hostPort, `${c.name} ${p.name}`).toBeUndefined();
     expectHttpProbe(container.readinessProbe, '/readyz', values.healthServerPort);
   });
 
@@ -146,16 +193,24 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
     expect(ports).toEqual([`53->${values.dnsPort}/TCP`, `53->${values.dnsPort}/UDP`]);
   });
 
-  it('RBAC: least privilege for the flags given (one ConfigMap, delegated auth), bound to the pod\'s account', () => {
+  it("RBAC: least privilege for the flags given (one ConfigMap, delegated auth), bound to the pod's account", () => {
     const sa = one(objs, 'ServiceAccount');
     expect(pod.serviceAccountName).toBe(sa.metadata.name);
     const cm = one(objs, 'ConfigMap');
     const role = one(objs, 'Role');
-    expect(role.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], resourceNames: [cm.metadata.name], verbs: ['list', 'watch'] }]);
+    expect(role.rules).toEqual([
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: [cm.metadata.name], verbs: ['list', 'watch'] },
+    ]);
     const subject = [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns }];
-    expect(one(objs, 'RoleBinding')).toMatchObject({ roleRef: { kind: 'Role', name: role.metadata.name }, subjects: subject });
+    expect(one(objs, 'RoleBinding')).toMatchObject({
+      roleRef: { kind: 'Role', name: role.metadata.name },
+      subjects: subject,
+    });
     expect(values.debugAuth).toBe('auto'); // on in a pod: TokenReview + SubjectAccessReview
-    expect(one(objs, 'ClusterRoleBinding')).toMatchObject({ roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' }, subjects: subject });
+    expect(one(objs, 'ClusterRoleBinding')).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' },
+      subjects: subject,
+    });
     expect(values.autoExpose).toBe(false); // so no cluster-wide Service access is granted
     const rules = objs.flatMap((o) => (o.rules as Obj[] | undefined) ?? []);
     for (const r of rules) {
@@ -163,9 +218,15 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
       expect(r.resources ?? []).not.toContain('secrets');
     }
     // The reader roles are for people: granted to nobody here. The query log has a role of its own.
-    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-reader').rules).toEqual([{ nonResourceURLs: [values.debugAuthPath, '/metrics'], verbs: ['get'] }]);
-    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-query-reader').rules).toEqual([{ nonResourceURLs: [queriesAuthPath(values.debugAuthPath)], verbs: ['get'] }]);
-    expect(objs.filter((o) => o.kind.endsWith('Binding') && o.roleRef.name.startsWith('spoke-agent-debug'))).toEqual([]);
+    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-reader').rules).toEqual([
+      { nonResourceURLs: [values.debugAuthPath, '/metrics'], verbs: ['get'] },
+    ]);
+    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-query-reader').rules).toEqual([
+      { nonResourceURLs: [queriesAuthPath(values.debugAuthPath)], verbs: ['get'] },
+    ]);
+    expect(objs.filter((o) => o.kind.endsWith('Binding') && o.roleRef.name.startsWith('spoke-agent-debug'))).toEqual(
+      [],
+    );
   });
 });
 
@@ -181,7 +242,12 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
   const original = (pod.containers as Obj[]).find((c) => c.name === 'proxy-agent')!;
   const agent: Obj = { ...original, image: patch.spec.proxyAgent.image };
   const { values, given } = parseContainer(pod, agent, ns);
-  const identity = deriveIdentity({ identifiers: values.agentIdentifiers, clusterName: values.clusterName, agentNamespace: values.agentNamespace, serviceAccountNamespace: ns });
+  const identity = deriveIdentity({
+    identifiers: values.agentIdentifiers,
+    clusterName: values.clusterName,
+    agentNamespace: values.agentNamespace,
+    serviceAccountNamespace: ns,
+  });
 
   it('the hub patch sets the image of this version and nothing else', () => {
     expect(patch).toEqual({ spec: { proxyAgent: { image: `spoke-agent:${version}` } } });
@@ -189,16 +255,32 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
 
   it("cluster-proxy's command is /proxy-agent, which the image provides", () => {
     expect(agent.command).toEqual(['/proxy-agent']);
-    expect(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).toMatch(/^COPY --chmod=0755 cmd\/proxy-agent \/proxy-agent$/m);
+    expect(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).toMatch(
+      /^COPY --chmod=0755 cmd\/proxy-agent \/proxy-agent$/m,
+    );
   });
 
   it("cluster-proxy's args are the Go agent's flags, with no cluster name and no namespace (no POD_NAMESPACE)", () => {
-    expect(agent.args.map((a: string) => a.split('=')[0])).toEqual(['--proxy-server-host', '--proxy-server-port', '--agent-identifiers', '--ca-cert', '--agent-cert', '--agent-key']);
-    expect(values).toMatchObject({ caCert: '/etc/ca/ca.crt', agentCert: '/etc/tls/tls.crt', agentKey: '/etc/tls/tls.key', proxyServerPort: 8091, clusterName: '', agentNamespace: '' });
+    expect(agent.args.map((a: string) => a.split('=')[0])).toEqual([
+      '--proxy-server-host',
+      '--proxy-server-port',
+      '--agent-identifiers',
+      '--ca-cert',
+      '--agent-cert',
+      '--agent-key',
+    ]);
+    expect(values).toMatchObject({
+      caCert: '/etc/ca/ca.crt',
+      agentCert: '/etc/tls/tls.crt',
+      agentKey: '/etc/tls/tls.key',
+      proxyServerPort: 8091,
+      clusterName: '',
+      agentNamespace: '',
+    });
     expect(given.has('cluster-name') || given.has('rules-configmap') || given.has('allowed-cidrs')).toBe(false);
   });
 
-  it('derives the cluster from the identifiers, whose service-proxy host is the pod\'s hostAliases name', () => {
+  it("derives the cluster from the identifiers, whose service-proxy host is the pod's hostAliases name", () => {
     expect(identity).toMatchObject({ clusterName: 'cluster1', agentNamespace: ns });
     expect(identity.problem).toBeUndefined();
     const aliases = (pod.hostAliases as Obj[]).flatMap((a) => (a.ip === '127.0.0.1' ? a.hostnames : []));
@@ -207,15 +289,30 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
   });
 
   it("watches spoke-agent-rules in the pod's namespace, which cluster-proxy's Role lets it list and watch", () => {
-    const configmap = defaultRulesConfigmap(identity, { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' });
+    const configmap = defaultRulesConfigmap(identity, {
+      KUBERNETES_SERVICE_HOST: '10.96.0.1',
+      KUBERNETES_SERVICE_PORT: '443',
+    });
     const example = docs('spoke-agent-rules.yaml')[0]!;
     expect(configmap).toBe(`${example.metadata.namespace}/${example.metadata.name}`);
-    const rules = rulesFromFlags({ ...values, ...identity, rulesFile: 'rules.yaml' }, undefined, () => example.data['rules.yaml']);
+    const rules = rulesFromFlags(
+      { ...values, ...identity, rulesFile: 'rules.yaml' },
+      undefined,
+      () => example.data['rules.yaml'],
+    );
     expect(rules.ok, JSON.stringify(rules)).toBe(true);
     const role = one(rendered, 'Role');
     expect(role.metadata.namespace).toBe(ns);
-    expect(role.rules).toContainEqual(expect.objectContaining({ apiGroups: [''], resources: ['configmaps'], verbs: expect.arrayContaining(['list', 'watch']) }));
-    expect(one(rendered, 'RoleBinding').subjects).toEqual([{ kind: 'ServiceAccount', name: pod.serviceAccount, namespace: ns }]);
+    expect(role.rules).toContainEqual(
+      expect.objectContaining({
+        apiGroups: [''],
+        resources: ['configmaps'],
+        verbs: expect.arrayContaining(['list', 'watch']),
+      }),
+    );
+    expect(one(rendered, 'RoleBinding').subjects).toEqual([
+      { kind: 'ServiceAccount', name: pod.serviceAccount, namespace: ns },
+    ]);
   });
 
   it("keeps its ports off the liveness probe's 8888, which is the addon-agent sidecar's, and passes the pod's runAsNonRoot with a numeric USER", () => {
@@ -244,12 +341,16 @@ describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, 
 
   it('adds a PodMonitor, a PrometheusRule and the dashboard ConfigMap to the base, in its namespace, and changes nothing else', () => {
     const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
-    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['ConfigMap/spoke-agent-dashboard', 'PodMonitor/spoke-agent', 'PrometheusRule/spoke-agent']);
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'ConfigMap/spoke-agent-dashboard',
+      'PodMonitor/spoke-agent',
+      'PrometheusRule/spoke-agent',
+    ]);
     for (const o of added) expect(o.metadata.namespace, o.kind).toBe(ns);
     expect(objs.filter((o) => !added.includes(o))).toEqual(base);
   });
 
-  it('the PodMonitor scrapes /metrics on the agent pods\' health port', () => {
+  it("the PodMonitor scrapes /metrics on the agent pods' health port", () => {
     const pm = one(objs, 'PodMonitor');
     expect(ds.spec.template.metadata.labels).toMatchObject(pm.spec.selector.matchLabels);
     const [endpoint] = pm.spec.podMetricsEndpoints as Obj[];
@@ -258,12 +359,14 @@ describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, 
     expect(port.containerPort).toBe(container.livenessProbe.httpGet.port);
   });
 
-  it('the PrometheusRule holds the rule file\'s groups, and the ConfigMap the dashboard, labelled for Grafana\'s sidecar', () => {
+  it("the PrometheusRule holds the rule file's groups, and the ConfigMap the dashboard, labelled for Grafana's sidecar", () => {
     const rules = parseYaml(readFileSync(join(manifests, 'monitoring/alerts.rules.yaml'), 'utf8')) as Obj;
     expect(one(objs, 'PrometheusRule').spec).toEqual(rules);
     const cm = one(objs, 'ConfigMap', 'spoke-agent-dashboard');
     expect(cm.metadata.labels).toMatchObject({ grafana_dashboard: '1' });
-    expect(JSON.parse(cm.data['spoke-agent.json'])).toEqual(JSON.parse(readFileSync(join(manifests, 'monitoring/dashboard.json'), 'utf8')));
+    expect(JSON.parse(cm.data['spoke-agent.json'])).toEqual(
+      JSON.parse(readFileSync(join(manifests, 'monitoring/dashboard.json'), 'utf8')),
+    );
   });
 });
 
@@ -281,15 +384,27 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
   it('adds the APIService, its Service and RBAC, and changes nothing in the base but the DaemonSet', () => {
     const base = render(manifests);
     const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
-    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['APIService/v1alpha1.dns.spoke-agent.io', 'ClusterRole/spoke-agent-dns-debugger', 'ClusterRole/spoke-agent-dns-query-reader', 'RoleBinding/spoke-agent-authentication-reader', 'Service/spoke-agent-api']);
-    expect(objs.filter((o) => !added.includes(o) && o.kind !== 'DaemonSet')).toEqual(base.filter((o) => o.kind !== 'DaemonSet'));
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'APIService/v1alpha1.dns.spoke-agent.io',
+      'ClusterRole/spoke-agent-dns-debugger',
+      'ClusterRole/spoke-agent-dns-query-reader',
+      'RoleBinding/spoke-agent-authentication-reader',
+      'Service/spoke-agent-api',
+    ]);
+    expect(objs.filter((o) => !added.includes(o) && o.kind !== 'DaemonSet')).toEqual(
+      base.filter((o) => o.kind !== 'DaemonSet'),
+    );
   });
 
   it('serves the API with the serving certificate from a Secret, on a declared container port', () => {
     expect(servesApi(values)).toBe(true);
     expect(validateApiServerOptions(values)).toBeUndefined();
-    for (const path of [values.apiTlsCertFile, values.apiTlsPrivateKeyFile]) expect(volumeOf(path).volume.secret?.secretName, path).toBe('spoke-agent-api-tls');
-    expect((container.ports as Obj[]).find((p) => p.name === 'api')).toMatchObject({ containerPort: values.apiServerPort, protocol: 'TCP' });
+    for (const path of [values.apiTlsCertFile, values.apiTlsPrivateKeyFile])
+      expect(volumeOf(path).volume.secret?.secretName, path).toBe('spoke-agent-api-tls');
+    expect((container.ports as Obj[]).find((p) => p.name === 'api')).toMatchObject({
+      containerPort: values.apiServerPort,
+      protocol: 'TCP',
+    });
   });
 
   it('registers the group and version the agent serves, at a Service that reaches that port, with a CA bundle and verification on', () => {
@@ -302,7 +417,10 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
     expect(svc.spec.publishNotReadyAddresses, 'DNS explanations while the hub is down').toBe(true);
     expect(svc.spec.selector).toEqual(ds.spec.selector.matchLabels);
     const port = (svc.spec.ports as Obj[]).find((p) => p.port === apiService.spec.service.port)!;
-    expect((container.ports as Obj[]).find((p) => p.name === port.targetPort || p.containerPort === port.targetPort)?.containerPort).toBe(values.apiServerPort);
+    expect(
+      (container.ports as Obj[]).find((p) => p.name === port.targetPort || p.containerPort === port.targetPort)
+        ?.containerPort,
+    ).toBe(values.apiServerPort);
   });
 
   it('RBAC: the agent reads extension-apiserver-authentication and delegates auth; people get a role for exactly what is served', () => {
@@ -311,18 +429,26 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
       roleRef: { kind: 'Role', name: 'extension-apiserver-authentication-reader' },
       subjects: subject,
     });
-    expect(one(objs, 'ClusterRoleBinding')).toMatchObject({ roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' }, subjects: subject });
-    const role = (...served: ResourceInfo[]) => served.map((r) => ({ apiGroups: [group], resources: [r.name], verbs: r.verbs }));
-    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-debugger').rules).toEqual(role(resources.resolutions, resources.rules));
+    expect(one(objs, 'ClusterRoleBinding')).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: 'system:auth-delegator' },
+      subjects: subject,
+    });
+    const role = (...served: ResourceInfo[]) =>
+      served.map((r) => ({ apiGroups: [group], resources: [r.name], verbs: r.verbs }));
+    expect(one(objs, 'ClusterRole', 'spoke-agent-dns-debugger').rules).toEqual(
+      role(resources.resolutions, resources.rules),
+    );
     // Reading the queries pods make is not reading the rules: a role of its own.
     expect(one(objs, 'ClusterRole', 'spoke-agent-dns-query-reader').rules).toEqual(role(resources.queries));
     expect(Object.keys(resources).sort()).toEqual(['queries', 'resolutions', 'rules']);
     // Bound to nobody here.
-    expect(objs.filter((o) => ['spoke-agent-dns-debugger', 'spoke-agent-dns-query-reader'].includes(o.roleRef?.name))).toEqual([]);
+    expect(
+      objs.filter((o) => ['spoke-agent-dns-debugger', 'spoke-agent-dns-query-reader'].includes(o.roleRef?.name)),
+    ).toEqual([]);
   });
 });
 
-describe('manifests/lease-counting (optional component: the server count from the proxy-servers\' Leases)', () => {
+describe("manifests/lease-counting (optional component: the server count from the proxy-servers' Leases)", () => {
   const objs = renderWithComponent('lease-counting');
   const ds = one(objs, 'DaemonSet', 'spoke-agent');
   const ns = ds.metadata.namespace as string;
@@ -335,10 +461,15 @@ describe('manifests/lease-counting (optional component: the server count from th
     expect(values.countServerLeases).toBe(true);
     const base = render(manifests);
     const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
-    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual(['Role/spoke-agent-leases', 'RoleBinding/spoke-agent-leases']);
+    expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
+      'Role/spoke-agent-leases',
+      'RoleBinding/spoke-agent-leases',
+    ]);
     const role = one(objs, 'Role', 'spoke-agent-leases');
     expect(role.metadata.namespace).toBe(values.leaseNamespace);
-    expect(role.rules).toEqual([{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] }]);
+    expect(role.rules).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch'] },
+    ]);
     expect(one(objs, 'RoleBinding', 'spoke-agent-leases')).toMatchObject({
       metadata: { namespace: values.leaseNamespace },
       roleRef: { kind: 'Role', name: 'spoke-agent-leases' },

@@ -103,7 +103,12 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     cleanups.push(() => cg.remove());
     const entry = buildDist();
     const pki = makePki();
-    const hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) } });
+    const hub = await ProxyHub.start({
+      agentPort: 0,
+      serverPort: 0,
+      proxyStrategies: ['destHost'],
+      agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+    });
     cleanups.push(() => hub.close());
     const sink = await hashTarget();
     cleanups.push(() => new Promise((r) => sink.close(r)));
@@ -114,8 +119,17 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
 
     const healthPort = await unusedPort();
     // prettier-ignore
-    const [command, args] = cg.wrap(process.execPath, [entry, `--proxy-server-host=127.0.0.1:${hub.ports.agent}`, `--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`,
-      '--agent-identifiers=host=127.0.0.1', '--health-server-host=127.0.0.1', `--health-server-port=${healthPort}`, '--log-level=info']);
+    const [command, args] = cg.wrap(process.execPath, [
+      entry,
+      `--proxy-server-host=127.0.0.1:${hub.ports.agent}`,
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      '--agent-identifiers=host=127.0.0.1',
+      '--health-server-host=127.0.0.1',
+      `--health-server-port=${healthPort}`,
+      '--log-level=info',
+    ]);
     const agent: Child = run(command, args);
     cleanups.push(async () => (agent.kill('SIGKILL'), await agent.exited));
     const started = await agent.waitFor(/"heapLimit":(\d+),"bufferBudget":(\d+)/, 30_000);
@@ -125,7 +139,14 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     await hub.waitForAgent(undefined, 20_000);
 
     const dial = (address: string, reasons: string[] = []) =>
-      dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address, timeoutMs: 10_000, onEvent: (e) => void (e.kind === 'closed' && reasons.push(e.reason)) });
+      dialThroughProxy({
+        mode: 'grpc',
+        proxyHost: '127.0.0.1',
+        proxyPort: hub.ports.server!,
+        address,
+        timeoutMs: 10_000,
+        onEvent: (e) => void (e.kind === 'closed' && reasons.push(e.reason)),
+      });
     const stuckAddress = `127.0.0.1:${(stuck.address() as net.AddressInfo).port}`;
     const stalled = await Promise.all(
       Array.from({ length: 40 }, async () => {
@@ -138,7 +159,8 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     const floods = stalled.map(({ c, reasons }) => flood(c, 24 * MiB, reasons));
     const intact = upload(healthy, 64 * MiB);
 
-    const state = () => `healthy connection closed by ${healthyReasons.join(', ') || 'nothing'}; oom kills ${cg.oomKills()}, peak ${(cg.peakBytes() / MiB).toFixed(0)} MiB; agent output:\n${(agent.stdout() + agent.stderr()).slice(-3000)}`;
+    const state = () =>
+      `healthy connection closed by ${healthyReasons.join(', ') || 'nothing'}; oom kills ${cg.oomKills()}, peak ${(cg.peakBytes() / MiB).toFixed(0)} MiB; agent output:\n${(agent.stdout() + agent.stderr()).slice(-3000)}`;
     expect(await intact, state()).toBe(true);
     const results = await Promise.all(floods);
     healthy.destroy();
@@ -151,8 +173,13 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     expect(cg.oomKills()).toBe(0);
     const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
     const value = (name: string) => sampleValue(metrics, name) ?? NaN;
-    expect(value('spoke_agent_buffer_budget_shed_connections_total') + value('spoke_agent_connection_buffer_overflows_total')).toBe(40);
-    console.log(`memory-limit.test: cgroup v${cg.version} peak ${(cg.peakBytes() / MiB).toFixed(0)} MiB of 256; shed by the budget ${value('spoke_agent_buffer_budget_shed_connections_total')}, by the per-connection limit ${value('spoke_agent_connection_buffer_overflows_total')}`);
+    expect(
+      value('spoke_agent_buffer_budget_shed_connections_total') +
+        value('spoke_agent_connection_buffer_overflows_total'),
+    ).toBe(40);
+    console.log(
+      `memory-limit.test: cgroup v${cg.version} peak ${(cg.peakBytes() / MiB).toFixed(0)} MiB of 256; shed by the budget ${value('spoke_agent_buffer_budget_shed_connections_total')}, by the per-connection limit ${value('spoke_agent_connection_buffer_overflows_total')}`,
+    );
     agent.kill('SIGKILL');
     await agent.exited;
   }, 180_000);

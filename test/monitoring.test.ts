@@ -62,11 +62,15 @@ function dashboardQueries(): Array<{ where: string; expr: string }> {
   return out;
 }
 
-const allQueries = () => [...alerts.map((a) => ({ where: `alert ${a.alert}`, expr: a.expr as string })), ...dashboardQueries()];
+const allQueries = () => [
+  ...alerts.map((a) => ({ where: `alert ${a.alert}`, expr: a.expr as string })),
+  ...dashboardQueries(),
+];
 
 describe('promqlNames (the check below is only as good as it)', () => {
   it('finds metrics and labels, and not functions, keywords, strings, ranges or Grafana variables', () => {
-    const expr = 'histogram_quantile(0.99, sum by (le, proto) (rate(a_bucket{cluster=~"$cluster", x!="b{c}"}[$__rate_interval]))) / on(pod) group_left(node) b_total offset 5m > bool 1e3 and c';
+    const expr =
+      'histogram_quantile(0.99, sum by (le, proto) (rate(a_bucket{cluster=~"$cluster", x!="b{c}"}[$__rate_interval]))) / on(pod) group_left(node) b_total offset 5m > bool 1e3 and c';
     expect(promqlNames(expr)).toEqual({
       metrics: ['a_bucket', 'b_total', 'c'],
       labels: ['cluster', 'le', 'node', 'pod', 'proto', 'x'],
@@ -81,7 +85,9 @@ describe('promqlNames (the check below is only as good as it)', () => {
 
 describe('alert rules (manifests/monitoring/alerts.rules.yaml)', () => {
   it('pass `promtool check rules`', () => {
-    expect(promtool(['check', 'rules', 'alerts.rules.yaml'], monitoring)).toMatch(new RegExp(`SUCCESS: ${alerts.length} rules found`));
+    expect(promtool(['check', 'rules', 'alerts.rules.yaml'], monitoring)).toMatch(
+      new RegExp(`SUCCESS: ${alerts.length} rules found`),
+    );
   });
 
   it('pass their unit tests, `promtool test rules alerts.test.yaml`', () => {
@@ -92,17 +98,36 @@ describe('alert rules (manifests/monitoring/alerts.rules.yaml)', () => {
     const tests = (parseYaml(readFileSync(join(monitoring, 'alerts.test.yaml'), 'utf8')) as Obj).tests as Obj[];
     const minutes = (t: string) => Number(/^(\d+)m$/.exec(t)![1]);
     for (const a of alerts) {
-      const cases = tests.flatMap((t) => (t.alert_rule_test as Obj[]).filter((c) => c.alertname === a.alert).map((c) => ({ at: minutes(c.eval_time), firing: (c.exp_alerts ?? []).length > 0 })));
+      const cases = tests.flatMap((t) =>
+        (t.alert_rule_test as Obj[])
+          .filter((c) => c.alertname === a.alert)
+          .map((c) => ({ at: minutes(c.eval_time), firing: (c.exp_alerts ?? []).length > 0 })),
+      );
       const fired = cases.filter((c) => c.firing).map((c) => c.at);
       expect(fired.length, `${a.alert} fires in a test`).toBeGreaterThan(0);
       const first = Math.min(...fired);
-      expect(cases.some((c) => !c.firing && c.at < first), `${a.alert} quiet before it fires`).toBe(true);
-      expect(cases.some((c) => !c.firing && c.at > first), `${a.alert} clears`).toBe(true);
+      expect(
+        cases.some((c) => !c.firing && c.at < first),
+        `${a.alert} quiet before it fires`,
+      ).toBe(true);
+      expect(
+        cases.some((c) => !c.firing && c.at > first),
+        `${a.alert} clears`,
+      ).toBe(true);
     }
   });
 
   it('each alert waits, has a severity, a summary and a description', () => {
-    expect(alerts.map((a) => a.alert)).toEqual(expect.arrayContaining(['SpokeAgentNoServerConnection', 'SpokeAgentNotConnectedToAllServers', 'SpokeAgentDialFailureRatioHigh', 'SpokeAgentDnsServfailRatioHigh', 'SpokeAgentRulesWatchFailing', 'SpokeAgentRulesRejected']));
+    expect(alerts.map((a) => a.alert)).toEqual(
+      expect.arrayContaining([
+        'SpokeAgentNoServerConnection',
+        'SpokeAgentNotConnectedToAllServers',
+        'SpokeAgentDialFailureRatioHigh',
+        'SpokeAgentDnsServfailRatioHigh',
+        'SpokeAgentRulesWatchFailing',
+        'SpokeAgentRulesRejected',
+      ]),
+    );
     for (const a of alerts) {
       expect(a.for, a.alert).toMatch(/^\d+m$/);
       expect(['critical', 'warning', 'info'], a.alert).toContain(a.labels?.severity);
@@ -112,7 +137,9 @@ describe('alert rules (manifests/monitoring/alerts.rules.yaml)', () => {
   });
 
   it('prometheusrule.yaml is generated from them (npm run monitoring:rules)', () => {
-    expect(readFileSync(prometheusRulePath, 'utf8'), 'prometheusrule.yaml is stale: run npm run monitoring:rules').toBe(prometheusRule(rulesText));
+    expect(readFileSync(prometheusRulePath, 'utf8'), 'prometheusrule.yaml is stale: run npm run monitoring:rules').toBe(
+      prometheusRule(rulesText),
+    );
   });
 });
 
@@ -121,9 +148,14 @@ describe('Grafana dashboard (manifests/monitoring/dashboard.json)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'spoke-dashboard-'));
     try {
       // As recording rules, with Grafana's range variables given values; the others sit in strings.
-      const rules = dashboardQueries().map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.expr.replaceAll('$__rate_interval', '2m').replaceAll('$__range', '1h') }));
+      const rules = dashboardQueries().map((q, i) => ({
+        record: `dashboard:query_${i}`,
+        expr: q.expr.replaceAll('$__rate_interval', '2m').replaceAll('$__range', '1h'),
+      }));
       writeFileSync(join(dir, 'dashboard.rules.yaml'), stringifyYaml({ groups: [{ name: 'dashboard', rules }] }));
-      expect(promtool(['check', 'rules', 'dashboard.rules.yaml'], dir)).toContain(`SUCCESS: ${rules.length} rules found`);
+      expect(promtool(['check', 'rules', 'dashboard.rules.yaml'], dir)).toContain(
+        `SUCCESS: ${rules.length} rules found`,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -168,11 +200,20 @@ describe('every query names only metrics and labels the agent exports', () => {
     const healthPort = Number((await agent.waitFor(/"port":(\d+)[^\n]*health server listening/))[1]);
     await agent.waitFor(/connected to proxy-server/);
     const metrics = async () => (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
-    await waitUntilAsync(async () => (await metrics()).includes('spoke_agent_kube_watch_synced{resource="configmap"} 1'), 10_000, 'the rules ConfigMap to be synced');
+    await waitUntilAsync(
+      async () => (await metrics()).includes('spoke_agent_kube_watch_synced{resource="configmap"} 1'),
+      10_000,
+      'the rules ConfigMap to be synced',
+    );
 
     // A little of everything: a tunnelled HTTP request to a rule's name, a dial refused by policy,
     // a DNS answer from a rule and a SERVFAIL.
-    const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address: `db.cluster1:${healthPort}` });
+    const conn = await dialThroughProxy({
+      mode: 'grpc',
+      proxyHost: '127.0.0.1',
+      proxyPort: grpcPort,
+      address: `db.cluster1:${healthPort}`,
+    });
     const reply = new Promise<string>((resolve) => {
       let text = '';
       conn.on('data', (c: Buffer) => (text += c.toString()));
@@ -180,7 +221,9 @@ describe('every query names only metrics and labels the agent exports', () => {
     });
     conn.write('GET /healthz HTTP/1.0\r\n\r\n');
     expect(await reply).toMatch(/^HTTP\/1\.[01] 200/);
-    await expect(dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address: '127.0.0.2:80' })).rejects.toThrow();
+    await expect(
+      dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address: '127.0.0.2:80' }),
+    ).rejects.toThrow();
     const resolver = new Resolver({ timeout: 3000, tries: 1 });
     resolver.setServers([`127.0.0.1:${dnsPort}`]);
     expect(await resolver.resolve4('db.cluster1')).toEqual(['127.0.0.1']);
@@ -217,7 +260,11 @@ describe('every query names only metrics and labels the agent exports', () => {
   });
 
   it('every metric name in the alert rules and the dashboard', () => {
-    const unknown = allQueries().flatMap(({ where, expr }) => promqlNames(expr).metrics.filter((m) => !exported.has(m)).map((m) => `${where}: ${m}`));
+    const unknown = allQueries().flatMap(({ where, expr }) =>
+      promqlNames(expr)
+        .metrics.filter((m) => !exported.has(m))
+        .map((m) => `${where}: ${m}`),
+    );
     expect(unknown).toEqual([]);
   });
 
@@ -229,11 +276,16 @@ describe('every query names only metrics and labels the agent exports', () => {
     new DnsMetrics(registry, () => ({ answers: 0, upstream: 0 }));
     new KubeMetrics(registry);
     new DialAllowlist({ resolveForDial: async () => ({ addresses: [] }), cidrs: [], registry });
-    const declared = new Map(registry.getMetricsAsArray().map((m) => [m.name, (m as unknown as { labelNames: string[] }).labelNames]));
+    const declared = new Map(
+      registry.getMetricsAsArray().map((m) => [m.name, (m as unknown as { labelNames: string[] }).labelNames]),
+    );
     expect([...declared.keys()].sort()).toEqual([...new Set(exported.values())].sort());
     const problems = allQueries().flatMap(({ where, expr }) => {
       const names = promqlNames(expr);
-      const known = new Set([...targetLabels, ...names.metrics.flatMap((m) => [...declared.get(exported.get(m)!)!, ...(m.endsWith('_bucket') ? ['le'] : [])])]);
+      const known = new Set([
+        ...targetLabels,
+        ...names.metrics.flatMap((m) => [...declared.get(exported.get(m)!)!, ...(m.endsWith('_bucket') ? ['le'] : [])]),
+      ]);
       return names.labels.filter((l) => !known.has(l)).map((l) => `${where}: ${l}`);
     });
     expect(problems).toEqual([]);

@@ -11,7 +11,10 @@ let admin: string;
 beforeAll(async () => {
   // --cluster-name= : the local hub without `npm start`'s demo.
   agent = runCli(['--cluster-name=', '--health-server-port=0', '--enable-profiling', '--admin-server-port=0']);
-  const [, address, port] = await agent.waitFor(/"address":"([^"]+)","port":(\d+),"msg":"admin server listening/, 60_000);
+  const [, address, port] = await agent.waitFor(
+    /"address":"([^"]+)","port":(\d+),"msg":"admin server listening/,
+    60_000,
+  );
   expect(address).toBe('127.0.0.1'); // --admin-bind-address's default
   admin = `http://127.0.0.1:${port}`;
   await agent.waitFor(/connected to proxy-server/);
@@ -23,8 +26,16 @@ describe('--enable-profiling', () => {
   it('/debug/pprof/profile?seconds=1 is a .cpuprofile: V8 nodes, samples and times over about a second', async () => {
     const res = await fetch(`${admin}/debug/pprof/profile?seconds=1`);
     expect(res.status).toBe(200);
-    expect(res.headers.get('content-disposition')).toMatch(/^attachment; filename="spoke-agent-\d+-[\dT-]+Z\.cpuprofile"$/);
-    const profile = (await res.json()) as { nodes: { id: number; callFrame: { functionName: string; url: string } }[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number };
+    expect(res.headers.get('content-disposition')).toMatch(
+      /^attachment; filename="spoke-agent-\d+-[\dT-]+Z\.cpuprofile"$/,
+    );
+    const profile = (await res.json()) as {
+      nodes: { id: number; callFrame: { functionName: string; url: string } }[];
+      samples: number[];
+      timeDeltas: number[];
+      startTime: number;
+      endTime: number;
+    };
     expect(profile.nodes[0]!.callFrame.functionName).toBe('(root)');
     expect(profile.samples.length).toBeGreaterThan(0);
     expect(profile.timeDeltas.length).toBe(profile.samples.length);
@@ -37,7 +48,12 @@ describe('--enable-profiling', () => {
     const res = await fetch(`${admin}/debug/pprof/heap`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-disposition')).toMatch(/\.heapsnapshot"$/);
-    const snapshot = (await res.json()) as { snapshot: { meta: { node_fields: string[]; edge_fields: string[] }; node_count: number; edge_count: number }; nodes: number[]; edges: number[]; strings: string[] };
+    const snapshot = (await res.json()) as {
+      snapshot: { meta: { node_fields: string[]; edge_fields: string[] }; node_count: number; edge_count: number };
+      nodes: number[];
+      edges: number[];
+      strings: string[];
+    };
     const { meta, node_count, edge_count } = snapshot.snapshot;
     expect(meta.node_fields).toContain('name');
     expect(node_count).toBeGreaterThan(1000);
@@ -72,7 +88,12 @@ describe('without --enable-profiling', () => {
     const plain = runCli(['--cluster-name=', '--health-server-port=0', `--admin-server-port=${port}`]);
     try {
       await plain.waitFor(/spoke-agent started/, 60_000);
-      const refused = await new Promise<string>((resolve) => net.connect(port, '127.0.0.1').on('connect', () => resolve('connected')).on('error', (err: NodeJS.ErrnoException) => resolve(err.code!)));
+      const refused = await new Promise<string>((resolve) =>
+        net
+          .connect(port, '127.0.0.1')
+          .on('connect', () => resolve('connected'))
+          .on('error', (err: NodeJS.ErrnoException) => resolve(err.code!)),
+      );
       expect(refused).toBe('ECONNREFUSED');
     } finally {
       plain.kill('SIGKILL');

@@ -17,14 +17,17 @@ describe('README.md', () => {
   it('lists every metric the agent registers', () => {
     const goPrefix = /const goPrefix = '([^']+)'/.exec(file('agent/metrics.ts'))![1]!;
     const names = ['agent/metrics.ts', 'agent/allowlist.ts', 'dns/metrics.ts', 'kube/metrics.ts'].flatMap((f) =>
-      [...file(f).matchAll(/name: [`']((?:\$\{goPrefix\})?[a-z_]+)[`']/g)].map((m) => m[1]!.replace('${goPrefix}', goPrefix)),
+      [...file(f).matchAll(/name: [`']((?:\$\{goPrefix\})?[a-z_]+)[`']/g)].map((m) =>
+        m[1]!.replace('${goPrefix}', goPrefix),
+      ),
     );
     expect(names.length).toBeGreaterThan(25);
     for (const name of names) expect(readme, name).toContain(`\`${name}`);
   });
 
   it('links only to files that exist', () => {
-    for (const [, target] of readme.matchAll(/\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)/g)) expect(existsSync(join(dirname(readmePath), target!)), target).toBe(true);
+    for (const [, target] of readme.matchAll(/\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)/g))
+      expect(existsSync(join(dirname(readmePath), target!)), target).toBe(true);
   });
 });
 
@@ -36,11 +39,16 @@ describe('quick start', () => {
   });
 
   it('`npm test` is what CI runs after its install (not run here: it would run this suite inside itself)', () => {
-    const commands = file('.ci/run').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const commands = file('.ci/run')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
     const install = commands.findIndex((c) => /^npm ci\b/.test(c));
     expect(install).toBeGreaterThanOrEqual(0);
     expect(commands.slice(install + 1)).toContain('npm test');
-    expect((JSON.parse(file('package.json')) as { scripts: Record<string, string> }).scripts.test).toMatch(/\bvitest run\b/);
+    expect((JSON.parse(file('package.json')) as { scripts: Record<string, string> }).scripts.test).toMatch(
+      /\bvitest run\b/,
+    );
   });
 
   describe('`npm start` on a copy of the repository', () => {
@@ -65,17 +73,25 @@ describe('quick start', () => {
       await start.waitFor(/^ {4}npm start -- resolve .*$/m, 90_000); // the three lines are printed together
       const printed = (command: string) => start.stderr().match(new RegExp(`^ {4}(${command} .*)$`, 'm'))?.[1];
       const [dig, curl, resolve] = [printed('dig'), printed('curl'), printed('npm start -- resolve')];
-      expect({ dig, curl, resolve }).toEqual({ dig: expect.stringMatching(/ demo\.default\.cluster1$/), curl: expect.any(String), resolve: expect.any(String) });
+      expect({ dig, curl, resolve }).toEqual({
+        dig: expect.stringMatching(/ demo\.default\.cluster1$/),
+        curl: expect.any(String),
+        resolve: expect.any(String),
+      });
 
       // The DNS server answers the demo name with the page's loopback address.
       const answer = await runPrinted(dig!);
       expect(answer).toMatch(/status: NOERROR/);
       expect(answer).toMatch(/^demo\.default\.cluster1\.\s+\d+\s+IN\s+A\s+127\.0\.0\.1$/m);
       // Through the hub's HTTP CONNECT port and the tunnel; the agent dials the name.
-      expect(await runPrinted(curl!)).toMatch(/^Hello from the spoke-agent demo page: you reached demo\.default\.cluster1:\d+ through the hub/);
+      expect(await runPrinted(curl!)).toMatch(
+        /^Hello from the spoke-agent demo page: you reached demo\.default\.cluster1:\d+ through the hub/,
+      );
       // resolve: the answer, and the rule that gave it.
       // (On Linux over the agent's local socket, --debug-socket; elsewhere over its health port.)
-      expect(await runPrinted(resolve!)).toMatch(/^;; explanation from (the agent's socket @spoke-agent-health-\d+|http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=demo\.default\.cluster1&type=A): rule .*rules\.yaml: static\[0\] \(demo\.default\.cluster1\) \(static\) -> 127\.0\.0\.1$/m);
+      expect(await runPrinted(resolve!)).toMatch(
+        /^;; explanation from (the agent's socket @spoke-agent-health-\d+|http:\/\/127\.0\.0\.1:\d+\/debug\/resolve\?name=demo\.default\.cluster1&type=A): rule .*rules\.yaml: static\[0\] \(demo\.default\.cluster1\) \(static\) -> 127\.0\.0\.1$/m,
+      );
 
       // npm itself dies of a signal instead of waiting for its script; the agent is what handles SIGTERM
       // (as PID 1 in the image), and npm start then exits with the agent's code.

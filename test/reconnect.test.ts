@@ -15,7 +15,12 @@ import { waitUntil } from './support/wait.js';
 
 const pki = makePki();
 const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
-const agentFlags = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-identifiers=host=localhost'];
+const agentFlags = [
+  `--ca-cert=${pki.caCert}`,
+  `--agent-cert=${pki.clientCert}`,
+  `--agent-key=${pki.clientKey}`,
+  '--agent-identifiers=host=localhost',
+];
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -53,37 +58,49 @@ async function goServer(): Promise<Restartable> {
 /** The agent's TCP connections to the server, the server's from the agent, and the agent's gauge. */
 async function transports(agent: StartedAgent, port: number) {
   const gauge = (await agent.agent.metrics.openServerConnections.get()).values[0]?.value;
-  return { agentSide: establishedConnections(port, 'remote'), serverSide: establishedConnections(port, 'local'), gauge };
+  return {
+    agentSide: establishedConnections(port, 'remote'),
+    serverSide: establishedConnections(port, 'local'),
+    gauge,
+  };
 }
 
 describe.each([
   ['our hub', ourHub, true],
   ['the Go proxy-server', goServer, anpBinDir() !== undefined],
 ] as const)('restarting %s', (_name, makeServer, available) => {
-  it.skipIf(!available)('leaves exactly one transport per server after every restart, refused retries included', async () => {
-    const server = await makeServer();
-    await server.start();
-    const agent = startAgent([`localhost:${server.port}`], agentFlags, { resolve: async () => ['127.0.0.1'] });
-    cleanups.push(() => agent.stop());
-    await agent.ready(1);
-    // Down for long enough that several attempts are refused, each left by grpc-js backing off.
-    for (const downMs of [700, 1500, 2500]) {
-      await server.stop();
-      await waitUntil(() => agent.agent.clients.healthyCount === 0, 10_000, 'the agent to notice');
-      await sleep(downMs);
+  it.skipIf(!available)(
+    'leaves exactly one transport per server after every restart, refused retries included',
+    async () => {
+      const server = await makeServer();
       await server.start();
-      await agent.ready(1, 15_000);
-      // A subchannel released while backing off would reconnect within about a second.
-      await sleep(2500);
-      expect(await transports(agent, server.port), `after ${downMs} ms down`).toEqual({ agentSide: 1, serverSide: 1, gauge: 1 });
-    }
-    const attempts = await agent.agent.metrics.serverConnectAttempts.get();
-    expect(attempts.values.find((v) => v.labels.result === 'failed')?.value).toBeGreaterThanOrEqual(3);
-  }, 60_000);
+      const agent = startAgent([`localhost:${server.port}`], agentFlags, { resolve: async () => ['127.0.0.1'] });
+      cleanups.push(() => agent.stop());
+      await agent.ready(1);
+      // Down for long enough that several attempts are refused, each left by grpc-js backing off.
+      for (const downMs of [700, 1500, 2500]) {
+        await server.stop();
+        await waitUntil(() => agent.agent.clients.healthyCount === 0, 10_000, 'the agent to notice');
+        await sleep(downMs);
+        await server.start();
+        await agent.ready(1, 15_000);
+        // A subchannel released while backing off would reconnect within about a second.
+        await sleep(2500);
+        expect(await transports(agent, server.port), `after ${downMs} ms down`).toEqual({
+          agentSide: 1,
+          serverSide: 1,
+          gauge: 1,
+        });
+      }
+      const attempts = await agent.agent.metrics.serverConnectAttempts.get();
+      expect(attempts.values.find((v) => v.labels.result === 'failed')?.value).toBeGreaterThanOrEqual(3);
+    },
+    60_000,
+  );
 });
 
 describe('reconnect timing', () => {
-  it('after a short restart the stream is back well within the Go agent\'s 1 s retry tick', async () => {
+  it("after a short restart the stream is back well within the Go agent's 1 s retry tick", async () => {
     const server = await ourHub();
     await server.start();
     const agent = startAgent([`localhost:${server.port}`], agentFlags, { resolve: async () => ['127.0.0.1'] });
@@ -114,11 +131,15 @@ describe('reconnect timing', () => {
     });
     await new Promise<void>((r) => sink.listen(0, '127.0.0.1', () => r()));
     cleanups.push(() => new Promise((r) => sink.close(r)));
-    const agent = startAgent([`localhost:${(sink.address() as net.AddressInfo).port}`], agentFlags, { resolve: async () => ['127.0.0.1'] });
+    const agent = startAgent([`localhost:${(sink.address() as net.AddressInfo).port}`], agentFlags, {
+      resolve: async () => ['127.0.0.1'],
+    });
     cleanups.push(() => agent.stop());
     await sleep(10_000);
     agent.stop();
-    const failed = (await agent.agent.metrics.serverConnectAttempts.get()).values.find((v) => v.labels.result === 'failed')?.value ?? 0;
+    const failed =
+      (await agent.agent.metrics.serverConnectAttempts.get()).values.find((v) => v.labels.result === 'failed')?.value ??
+      0;
     // Attempts at 0, ~0.125, 0.375, 0.875, 1.9, 3.4, 5.6, 9 s (the Go agent: ~1, 2, 3.5, 5.75, 9.1).
     expect(accepted.length, accepted.map(Math.round).join(', ')).toBeGreaterThanOrEqual(5);
     expect(accepted.length, accepted.map(Math.round).join(', ')).toBeLessThanOrEqual(9);
@@ -137,7 +158,11 @@ describe('reconnect timing', () => {
     });
     await new Promise<void>((r) => sink.listen(0, '127.0.0.1', () => r()));
     cleanups.push(() => new Promise((r) => sink.close(r)));
-    const agent = startAgent([`localhost:${(sink.address() as net.AddressInfo).port}`], [...agentFlags, '--count-server-leases'], { resolve: async () => ['127.0.0.1'] });
+    const agent = startAgent(
+      [`localhost:${(sink.address() as net.AddressInfo).port}`],
+      [...agentFlags, '--count-server-leases'],
+      { resolve: async () => ['127.0.0.1'] },
+    );
     cleanups.push(() => agent.stop());
     // Leases appearing and expiring every 50 ms: each change wakes the loop (100 wake-ups in 5 s).
     let n = 0;

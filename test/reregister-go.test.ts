@@ -32,7 +32,10 @@ const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluste
 /** The stable name and the names of edits g-9..g: each lives a second at one edit per 100 ms. */
 function rules(g: number): RuleSet {
   const names = ['stable.cluster1', ...Array.from({ length: Math.min(g, 10) }, (_, i) => `gen${g - i}.cluster1`)];
-  const r = parseRules({ naming, file: { origin: 'cm', content: `static: [${names.map((n) => `{name: ${n}, target: 127.0.0.1}`).join(', ')}]` } });
+  const r = parseRules({
+    naming,
+    file: { origin: 'cm', content: `static: [${names.map((n) => `{name: ${n}, target: 127.0.0.1}`).join(', ')}]` },
+  });
   if (!r.ok) throw new Error(r.errors.join());
   return r.value;
 }
@@ -57,16 +60,39 @@ function suite(release: AnpRelease): void {
       await server.start(pki);
       holder = new RuleHolder(rules(0));
       const registry = new Registry();
-      const resolver = createResolver({ dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: '127.0.0.1:9', dnsBatchedUdp: true, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 500, dnsQueryLogSize: 0 }, holder, registry, log);
-      const allowlist = new DialAllowlist({ resolveForDial: (host) => resolveForDial(resolver, host), cidrs: [], registry });
+      const resolver = createResolver(
+        {
+          dnsBindAddress: '127.0.0.1',
+          dnsPort: 0,
+          dnsUpstream: '127.0.0.1:9',
+          dnsBatchedUdp: true,
+          dnsForward: false,
+          dnsTtl: 1000,
+          dnsCacheSize: 100,
+          dnsUpstreamTimeout: 500,
+          dnsQueryLogSize: 0,
+        },
+        holder,
+        registry,
+        log,
+      );
+      const allowlist = new DialAllowlist({
+        resolveForDial: (host) => resolveForDial(resolver, host),
+        cidrs: [],
+        registry,
+      });
       holder.onChange((next) => void allowlist.refresh(next));
       const [cert, key] = pki.issue('edits-agent', { client: true });
-      agent = startAgent([`127.0.0.1:${server.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-edits'], {
-        registry,
-        resolve: allowlist.resolve,
-        authorize: allowlist.authorize,
-        identifiers: agentIdentifiers('', holder.current),
-      });
+      agent = startAgent(
+        [`127.0.0.1:${server.ports.agent}`],
+        [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-edits'],
+        {
+          registry,
+          resolve: allowlist.resolve,
+          authorize: allowlist.authorize,
+          identifiers: agentIdentifiers('', holder.current),
+        },
+      );
       stopFollowing = followRuleIdentifiers({ holder, clients: agent.agent.clients, extra: '', log });
       await agent.ready(1, 20_000);
     });
@@ -80,7 +106,14 @@ function suite(release: AnpRelease): void {
     });
 
     const echoThrough = async (host: string, timeoutMs = 10_000) => {
-      const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '', proxyPort: 0, proxyUds: server.uds, address: `${host}:${echo.port}`, timeoutMs });
+      const conn = await dialThroughProxy({
+        mode: 'grpc',
+        proxyHost: '',
+        proxyPort: 0,
+        proxyUds: server.uds,
+        address: `${host}:${echo.port}`,
+        timeoutMs,
+      });
       try {
         expect(await echoRoundTrip(conn, Buffer.from(host))).toBe(sha256(host));
       } finally {
@@ -106,7 +139,8 @@ function suite(release: AnpRelease): void {
                 registeredIn.push(performance.now() - editedAt);
                 return;
               } catch (err) {
-                if (!/No agent available/.test((err as Error).message) || performance.now() - editedAt > 1000) throw err;
+                if (!/No agent available/.test((err as Error).message) || performance.now() - editedAt > 1000)
+                  throw err;
               }
             }
           })(),
@@ -117,7 +151,9 @@ function suite(release: AnpRelease): void {
       const { ok, failures } = await load.stop();
       const seconds = (performance.now() - started) / 1000;
       expect(failures).toEqual([]);
-      console.log(`reregister-go ${release.name}: ${ok} dials in ${seconds.toFixed(1)} s (${(ok / seconds).toFixed(0)}/s), new names routed after ${Math.min(...registeredIn).toFixed(0)}-${Math.max(...registeredIn).toFixed(0)} ms`);
+      console.log(
+        `reregister-go ${release.name}: ${ok} dials in ${seconds.toFixed(1)} s (${(ok / seconds).toFixed(0)}/s), new names routed after ${Math.min(...registeredIn).toFixed(0)}-${Math.max(...registeredIn).toFixed(0)} ms`,
+      );
       expect(ok / seconds).toBeGreaterThan(50); // a DIAL_REQ every few ms here (140-180 a second), every 20 ms at worst on a loaded machine
       expect(registeredIn).toHaveLength(30);
       expect(Math.max(...registeredIn)).toBeLessThan(1000);
@@ -133,4 +169,6 @@ function suite(release: AnpRelease): void {
 }
 
 for (const release of found) suite(release);
-if (found.length === 0) describe.skip('rules edits under load behind the Go proxy-server (binaries not found)', () => it('needs the ANP binaries', () => {}));
+if (found.length === 0)
+  describe.skip('rules edits under load behind the Go proxy-server (binaries not found)', () =>
+    it('needs the ANP binaries', () => {}));

@@ -19,11 +19,26 @@ let agent: StartedAgent;
 beforeAll(async () => {
   const pki = makePki();
   echo = await startEchoServer();
-  hub = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost'], agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) } });
-  agent = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-id=retiring', '--drain-timeout=20s'], {
-    identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
-    resolve: async () => ['127.0.0.1'],
+  hub = await ProxyHub.start({
+    agentPort: 0,
+    serverPort: 0,
+    proxyStrategies: ['destHost'],
+    agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
   });
+  agent = startAgent(
+    [`localhost:${hub.ports.agent}`],
+    [
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      '--agent-id=retiring',
+      '--drain-timeout=20s',
+    ],
+    {
+      identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
+      resolve: async () => ['127.0.0.1'],
+    },
+  );
   await agent.ready();
   await waitUntil(() => hub.agents().length === 2, 5000, 'both streams');
 });
@@ -35,7 +50,13 @@ afterAll(async () => {
 });
 
 async function echoThrough(host: string): Promise<void> {
-  const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `${host}:${echo.port}`, timeoutMs: 5000 });
+  const conn = await dialThroughProxy({
+    mode: 'grpc',
+    proxyHost: '127.0.0.1',
+    proxyPort: hub.ports.server!,
+    address: `${host}:${echo.port}`,
+    timeoutMs: 5000,
+  });
   try {
     expect(await echoRoundTrip(conn, Buffer.from(host))).toBe(sha256(host));
   } finally {
@@ -45,7 +66,13 @@ async function echoThrough(host: string): Promise<void> {
 
 describe('a retired stream', () => {
   it('serves the dials routed to it after its DRAIN, and closes a quiet second after the last, not before its connection ends', async () => {
-    const held = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: hub.ports.server!, address: `old.cluster1:${echo.port}`, timeoutMs: 5000 });
+    const held = await dialThroughProxy({
+      mode: 'grpc',
+      proxyHost: '127.0.0.1',
+      proxyPort: hub.ports.server!,
+      address: `old.cluster1:${echo.port}`,
+      timeoutMs: 5000,
+    });
     const drained = hub.waitForPacket(PacketType.DRAIN, 'retiring');
     agent.agent.clients.setIdentifierGroups(['host=new.cluster1']);
     await drained;
@@ -60,19 +87,34 @@ describe('a retired stream', () => {
     expect(await echoRoundTrip(held, Buffer.from('still'))).toBe(sha256('still'));
     // Quiet for long enough already: it closes as soon as the connection ends.
     held.destroy();
-    await waitUntil(() => !hub.agents().some((a) => a.identifiers.host.includes('old.cluster1')), 1000, 'the retired stream to close');
+    await waitUntil(
+      () => !hub.agents().some((a) => a.identifiers.host.includes('old.cluster1')),
+      1000,
+      'the retired stream to close',
+    );
     await expect(echoThrough('old.cluster1')).rejects.toThrow(/No agent available/);
 
     // A stream retired while dials keep coming: open until a quiet second after the last.
     agent.agent.clients.setIdentifierGroups(['host=newer.cluster1']);
-    await waitUntil(() => hub.agents().some((a) => a.identifiers.host.includes('newer.cluster1')), 2000, 'the newer group');
+    await waitUntil(
+      () => hub.agents().some((a) => a.identifiers.host.includes('newer.cluster1')),
+      2000,
+      'the newer group',
+    );
     let lastDial = performance.now();
-    while (performance.now() - lastDial < 500 && hub.agents().some((a) => a.identifiers.host.includes('new.cluster1'))) {
+    while (
+      performance.now() - lastDial < 500 &&
+      hub.agents().some((a) => a.identifiers.host.includes('new.cluster1'))
+    ) {
       await echoThrough('new.cluster1');
       if (performance.now() - start > 10_000) break;
     }
     lastDial = performance.now();
-    await waitUntil(() => !hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')), 5000, 'the second retired stream to close');
+    await waitUntil(
+      () => !hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')),
+      5000,
+      'the second retired stream to close',
+    );
     expect(performance.now() - lastDial).toBeGreaterThanOrEqual(900);
     await echoThrough('newer.cluster1');
     await echoThrough('own.cluster1');
@@ -80,18 +122,38 @@ describe('a retired stream', () => {
     expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
   });
 
-  it('when the agent drains, a connection on a rule\'s stream keeps the connection open, and the first stream retires last', async () => {
+  it("when the agent drains, a connection on a rule's stream keeps the connection open, and the first stream retires last", async () => {
     // The default strategy too: it keys every stream by agentID, so the first stream must go last.
     const pki = makePki();
-    const both = await ProxyHub.start({ agentPort: 0, serverPort: 0, proxyStrategies: ['destHost', 'default'], agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) } });
-    const draining = startAgent([`localhost:${both.ports.agent}`], [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`, '--agent-id=draining'], {
-      identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
-      resolve: async () => ['127.0.0.1'],
+    const both = await ProxyHub.start({
+      agentPort: 0,
+      serverPort: 0,
+      proxyStrategies: ['destHost', 'default'],
+      agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
     });
+    const draining = startAgent(
+      [`localhost:${both.ports.agent}`],
+      [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${pki.clientCert}`,
+        `--agent-key=${pki.clientKey}`,
+        '--agent-id=draining',
+      ],
+      {
+        identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
+        resolve: async () => ['127.0.0.1'],
+      },
+    );
     try {
       await draining.ready();
       await waitUntil(() => both.agents().length === 2, 5000, 'both streams');
-      const held = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: both.ports.server!, address: `rule.cluster2:${echo.port}`, timeoutMs: 5000 });
+      const held = await dialThroughProxy({
+        mode: 'grpc',
+        proxyHost: '127.0.0.1',
+        proxyPort: both.ports.server!,
+        address: `rule.cluster2:${echo.port}`,
+        timeoutMs: 5000,
+      });
       const drained = draining.agent.clients.drain(20_000);
       // Well past the quiet second: the first stream, with no connection of its own, still waits.
       await new Promise((r) => setTimeout(r, 2500));
@@ -108,5 +170,4 @@ describe('a retired stream', () => {
       await both.close();
     }
   });
-
 });

@@ -13,7 +13,11 @@ afterEach(async () => {
 });
 
 const pki = makePki();
-const tls = (p = pki) => ({ cert: readFileSync(p.serverCert), key: readFileSync(p.serverKey), ca: readFileSync(p.caCert) });
+const tls = (p = pki) => ({
+  cert: readFileSync(p.serverCert),
+  key: readFileSync(p.serverKey),
+  ca: readFileSync(p.caCert),
+});
 
 async function hub(agentTls = tls()): Promise<ProxyHub> {
   const h = await ProxyHub.start({ agentPort: 0, serverPort: null, agentTls });
@@ -22,7 +26,16 @@ async function hub(agentTls = tls()): Promise<ProxyHub> {
 }
 
 function agent(host: string, port: number, flags: string[]): Child {
-  const child = runCli([`--proxy-server-host=${host}`, `--proxy-server-port=${port}`, '--health-server-port=0', '--health-server-host=127.0.0.1', '--sync-interval=200ms', '--sync-interval-cap=1s', '--log-format=json', ...flags]);
+  const child = runCli([
+    `--proxy-server-host=${host}`,
+    `--proxy-server-port=${port}`,
+    '--health-server-port=0',
+    '--health-server-host=127.0.0.1',
+    '--sync-interval=200ms',
+    '--sync-interval-cap=1s',
+    '--log-format=json',
+    ...flags,
+  ]);
   cleanups.push(async () => {
     child.kill('SIGKILL');
     await child.exited;
@@ -30,7 +43,11 @@ function agent(host: string, port: number, flags: string[]): Child {
   return child;
 }
 
-const clientFlags = (p = pki) => [`--ca-cert=${p.caCert}`, `--agent-cert=${p.clientCert}`, `--agent-key=${p.clientKey}`];
+const clientFlags = (p = pki) => [
+  `--ca-cert=${p.caCert}`,
+  `--agent-cert=${p.clientCert}`,
+  `--agent-key=${p.clientKey}`,
+];
 
 /** The `error` of the first "cannot connect to proxy-server" log line. */
 async function connectError(child: Child): Promise<string> {
@@ -40,7 +57,7 @@ async function connectError(child: Child): Promise<string> {
 }
 
 describe('TLS to the proxy-server, as the agent process reports it', () => {
-  it('connects to an IP --proxy-server-host (checked against the certificate\'s IP names) without a deprecation warning', async () => {
+  it("connects to an IP --proxy-server-host (checked against the certificate's IP names) without a deprecation warning", async () => {
     const h = await hub();
     const child = agent('127.0.0.1', h.ports.agent, clientFlags());
     await child.waitFor(/connected to proxy-server/, 20_000);
@@ -54,12 +71,14 @@ describe('TLS to the proxy-server, as the agent process reports it', () => {
     const error = await connectError(child);
     expect(error).toContain(`the proxy-server localhost:${h.ports.agent} presented a certificate (subject CN=server`);
     // Both test CAs are called "ca": the message says the name matches but the key does not.
-    expect(error).toContain(`that is not signed by a CA in --ca-cert=${pki.caCert} (which holds a CA named CN=ca, but not the one that signed this certificate: same name, different key)`);
+    expect(error).toContain(
+      `that is not signed by a CA in --ca-cert=${pki.caCert} (which holds a CA named CN=ca, but not the one that signed this certificate: same name, different key)`,
+    );
     expect(error).not.toMatch(/use-system-ca|No connection established|UNAVAILABLE/);
     expect(child.stderr()).not.toMatch(/DeprecationWarning/);
   });
 
-  it('a server certificate without the --proxy-server-host name: names the certificate\'s names and the flag', async () => {
+  it("a server certificate without the --proxy-server-host name: names the certificate's names and the flag", async () => {
     const [cert, key] = pki.issue('elsewhere', { serverNames: ['hub.example'] });
     const h = await hub({ cert: readFileSync(cert), key: readFileSync(key), ca: readFileSync(pki.caCert) });
     const error = await connectError(agent('127.0.0.1', h.ports.agent, clientFlags()));
@@ -70,15 +89,25 @@ describe('TLS to the proxy-server, as the agent process reports it', () => {
   it('a client certificate the server does not trust: says the server rejected --agent-cert', async () => {
     const other = makePki();
     const h = await hub();
-    const error = await connectError(agent('localhost', h.ports.agent, [`--ca-cert=${pki.caCert}`, `--agent-cert=${other.clientCert}`, `--agent-key=${other.clientKey}`]));
+    const error = await connectError(
+      agent('localhost', h.ports.agent, [
+        `--ca-cert=${pki.caCert}`,
+        `--agent-cert=${other.clientCert}`,
+        `--agent-key=${other.clientKey}`,
+      ]),
+    );
     // Our hub, like any Node server, checks the client certificate after the handshake and closes
     // without an alert (the Go server sends one: see the unit tests of tls-problem.ts).
-    expect(error).toContain(`closed the connection right after the TLS handshake, before saying anything: it most likely refused our client certificate --agent-cert=${other.clientCert} (subject CN=client`);
+    expect(error).toContain(
+      `closed the connection right after the TLS handshake, before saying anything: it most likely refused our client certificate --agent-cert=${other.clientCert} (subject CN=client`,
+    );
   });
 
   it('no client certificate where the server requires one: says to set --agent-cert and --agent-key', async () => {
     const h = await hub();
     const error = await connectError(agent('localhost', h.ports.agent, [`--ca-cert=${pki.caCert}`]));
-    expect(error).toContain('requires a client certificate and we sent no client certificate (--agent-cert is not set): set --agent-cert and --agent-key');
+    expect(error).toContain(
+      'requires a client certificate and we sent no client certificate (--agent-cert is not set): set --agent-cert and --agent-key',
+    );
   });
 });

@@ -24,9 +24,14 @@ const names: Record<string, string> = {};
 const modes = ['grpc', 'http-connect'] as const;
 
 function dial(mode: DialOptions['mode'], address: string, timeoutMs?: number): Promise<Duplex> {
-  return dialThroughProxy({ mode, proxyHost: '127.0.0.1', proxyPort: mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!, address, timeoutMs });
+  return dialThroughProxy({
+    mode,
+    proxyHost: '127.0.0.1',
+    proxyPort: mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!,
+    address,
+    timeoutMs,
+  });
 }
-
 
 function httpGet(conn: Duplex, path: string, host = 'web'): Promise<{ head: string; body: Buffer }> {
   return new Promise((resolve, reject) => {
@@ -141,10 +146,18 @@ describe.each(modes)('through the %s frontend', (mode) => {
   it('returns dial failures as errors and keeps serving', async () => {
     const closed = await startEchoServer();
     await closed.close();
-    await expect(dial(mode, `127.0.0.1:${closed.port}`)).rejects.toThrow(mode === 'grpc' ? `dial tcp 127.0.0.1:${closed.port}: connect: connection refused` : /50[24]|refused/);
-    await expect(dial(mode, 'nosuch.cluster1:80')).rejects.toThrow(mode === 'grpc' ? 'dial tcp: lookup nosuch.cluster1: no such host' : /50[24]|no such host/);
-    await expect(dial(mode, 'slow.cluster1:80')).rejects.toThrow(mode === 'grpc' ? 'dial tcp: lookup slow.cluster1: i/o timeout' : /50[24]|timeout/);
-    await expect(dial(mode, 'unknown.cluster2:80')).rejects.toThrow(mode === 'grpc' ? 'No agent available' : /500|No agent/);
+    await expect(dial(mode, `127.0.0.1:${closed.port}`)).rejects.toThrow(
+      mode === 'grpc' ? `dial tcp 127.0.0.1:${closed.port}: connect: connection refused` : /50[24]|refused/,
+    );
+    await expect(dial(mode, 'nosuch.cluster1:80')).rejects.toThrow(
+      mode === 'grpc' ? 'dial tcp: lookup nosuch.cluster1: no such host' : /50[24]|no such host/,
+    );
+    await expect(dial(mode, 'slow.cluster1:80')).rejects.toThrow(
+      mode === 'grpc' ? 'dial tcp: lookup slow.cluster1: i/o timeout' : /50[24]|timeout/,
+    );
+    await expect(dial(mode, 'unknown.cluster2:80')).rejects.toThrow(
+      mode === 'grpc' ? 'No agent available' : /500|No agent/,
+    );
     const conn = await dial(mode, `echo.cluster1:${echo.port}`);
     expect(await echoRoundTrip(conn, Buffer.from('still serving'))).toBe(sha256('still serving'));
     conn.destroy();
@@ -159,11 +172,22 @@ describe('agent behaviour seen by the hub', () => {
     const client = new ProxyService(`127.0.0.1:${hub.ports.server}`, grpc.credentials.createInsecure());
     const call = (client as unknown as { Proxy(): grpc.ClientDuplexStream<unknown, unknown> }).Proxy();
     call.on('error', () => {});
-    call.write({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: 'slow.cluster1:80', random: '4242' } });
-    await waitUntil(() => agent.agent.clients.connections()[0]!.pendingDialCount === 1, 2000, 'the dial to reach the agent');
+    call.write({
+      type: PacketType.DIAL_REQ,
+      dialRequest: { protocol: 'tcp', address: 'slow.cluster1:80', random: '4242' },
+    });
+    await waitUntil(
+      () => agent.agent.clients.connections()[0]!.pendingDialCount === 1,
+      2000,
+      'the dial to reach the agent',
+    );
     call.cancel();
     client.close();
-    await waitUntil(() => agent.agent.clients.connections()[0]!.pendingDialCount === 0, 2000, 'the pending dial to be cancelled');
+    await waitUntil(
+      () => agent.agent.clients.connections()[0]!.pendingDialCount === 0,
+      2000,
+      'the pending dial to be cancelled',
+    );
     expect(await cancelled()).toBe(before + 1);
   });
 
@@ -182,7 +206,12 @@ describe('agent behaviour seen by the hub', () => {
         // A frontend that sends DATA for a connection it never dialed: the hub has nothing to
         // route, so drive the agent directly through the hub's agent stream API instead.
         const conn = agent.agent.clients.connections()[0]!;
-        conn.registrations()[0]!.tunnel.handle({ type: PacketType.DATA, data: { connectID: '987654321', data: Buffer.from('junk'), error: '' } });
+        conn
+          .registrations()[0]!
+          .tunnel.handle({
+            type: PacketType.DATA,
+            data: { connectID: '987654321', data: Buffer.from('junk'), error: '' },
+          });
       })(),
       hub.waitForPacket(PacketType.CLOSE_RSP, agent.agent.agentID),
     ]);
@@ -192,7 +221,10 @@ describe('agent behaviour seen by the hub', () => {
 
 describe('mTLS', () => {
   it('an agent without a client certificate is refused; with one it is served', async () => {
-    const refused = startAgent([`localhost:${hub.ports.agent}`], [`--ca-cert=${pki.caCert}`, '--sync-interval=100ms', '--sync-interval-cap=200ms']);
+    const refused = startAgent(
+      [`localhost:${hub.ports.agent}`],
+      [`--ca-cert=${pki.caCert}`, '--sync-interval=100ms', '--sync-interval-cap=200ms'],
+    );
     try {
       await new Promise((r) => setTimeout(r, 800));
       expect(refused.agent.clients.healthyCount).toBe(0);

@@ -17,17 +17,33 @@ function headersDir(): string | undefined {
     '/usr/local/include/node',
     '/usr/include/node',
   ];
-  return candidates.find((dir): dir is string => !!dir && existsSync(join(dir, 'node_api.h')) && existsSync(join(dir, 'uv.h')));
+  return candidates.find(
+    (dir): dir is string => !!dir && existsSync(join(dir, 'node_api.h')) && existsSync(join(dir, 'uv.h')),
+  );
 }
 
 function build(): string | undefined {
   if (process.platform !== 'linux') return 'batched UDP needs Linux (recvmmsg/sendmmsg)';
   const headers = headersDir();
-  if (!headers) return "no Node headers found (node_api.h, uv.h); set npm_config_nodedir";
+  if (!headers) return 'no Node headers found (node_api.h, uv.h); set npm_config_nodedir';
   mkdirSync(dirname(output), { recursive: true });
   const compiler = process.env.CC ?? 'cc';
   try {
-    execFileSync(compiler, ['-O2', '-fPIC', '-shared', '-Wall', '-Werror', `-I${headers}`, '-o', output, join(repoRoot, 'dns/native/udp-batch.c')], { stdio: 'pipe', timeout: 120_000 });
+    execFileSync(
+      compiler,
+      [
+        '-O2',
+        '-fPIC',
+        '-shared',
+        '-Wall',
+        '-Werror',
+        `-I${headers}`,
+        '-o',
+        output,
+        join(repoRoot, 'dns/native/udp-batch.c'),
+      ],
+      { stdio: 'pipe', timeout: 120_000 },
+    );
   } catch (err) {
     const e = err as { stderr?: Buffer; message: string };
     return `${compiler} failed: ${(e.stderr?.toString() || e.message).trim().slice(0, 800)}`;

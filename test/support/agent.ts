@@ -16,11 +16,15 @@ export function startAgent(targets: string[], flags: string[], deps: Partial<Age
   const { values } = parseFlags(agentFlags, flags);
   const problem = validateAgentOptions(values);
   if (problem) throw new Error(problem);
-  const agent = new Agent(values, targets, { log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'agent'), ...deps });
+  const agent = new Agent(values, targets, {
+    log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'agent'),
+    ...deps,
+  });
   agent.start();
   return {
     agent,
     stop: () => agent.stop(),
-    ready: (n = 1, timeoutMs = 10_000) => waitUntil(() => agent.clients.healthyCount >= n, timeoutMs, `${n} server stream(s)`),
+    ready: (n = 1, timeoutMs = 10_000) =>
+      waitUntil(() => agent.clients.healthyCount >= n, timeoutMs, `${n} server stream(s)`),
   };
 }

@@ -44,7 +44,10 @@ export function memoryCgroup(limitBytes: number, name: string): MemoryCgroup | s
 }
 
 function wrapper(procs: string) {
-  return (command: string, args: string[]): [string, string[]] => ['sh', ['-c', `echo $$ > ${procs} && exec "$@"`, 'sh', command, ...args]];
+  return (command: string, args: string[]): [string, string[]] => [
+    'sh',
+    ['-c', `echo $$ > ${procs} && exec "$@"`, 'sh', command, ...args],
+  ];
 }
 
 const field = (text: string, key: string) => Number(new RegExp(`^${key} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
@@ -64,9 +67,12 @@ function v2(own: string, limitBytes: number, name: string): MemoryCgroup {
     version: 2,
     wrap: wrapper(join(dir, 'cgroup.procs')),
     oomKills: () => field(readFileSync(join(dir, 'memory.events'), 'utf8'), 'oom_kill'),
-    peakBytes: () => (existsSync(join(dir, 'memory.peak')) ? Number(readFileSync(join(dir, 'memory.peak'), 'utf8')) : 0),
+    peakBytes: () =>
+      existsSync(join(dir, 'memory.peak')) ? Number(readFileSync(join(dir, 'memory.peak'), 'utf8')) : 0,
     usageBytes: () => Number(readFileSync(join(dir, 'memory.current'), 'utf8')),
-    workingSetBytes: () => Number(readFileSync(join(dir, 'memory.current'), 'utf8')) - field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'inactive_file'),
+    workingSetBytes: () =>
+      Number(readFileSync(join(dir, 'memory.current'), 'utf8')) -
+      field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'inactive_file'),
     remove: () => rmdirSync(dir),
   };
 }
@@ -76,7 +82,8 @@ function v1(own: string, limitBytes: number, name: string): MemoryCgroup {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'memory.limit_in_bytes'), String(limitBytes));
   // No swap either (memsw is memory + swap; it may only be set after the memory limit).
-  if (existsSync(join(dir, 'memory.memsw.limit_in_bytes'))) writeFileSync(join(dir, 'memory.memsw.limit_in_bytes'), String(limitBytes));
+  if (existsSync(join(dir, 'memory.memsw.limit_in_bytes')))
+    writeFileSync(join(dir, 'memory.memsw.limit_in_bytes'), String(limitBytes));
   return {
     dir,
     version: 1,
@@ -84,7 +91,9 @@ function v1(own: string, limitBytes: number, name: string): MemoryCgroup {
     oomKills: () => field(readFileSync(join(dir, 'memory.oom_control'), 'utf8'), 'oom_kill'),
     peakBytes: () => Number(readFileSync(join(dir, 'memory.max_usage_in_bytes'), 'utf8')),
     usageBytes: () => Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')),
-    workingSetBytes: () => Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')) - field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'total_inactive_file'),
+    workingSetBytes: () =>
+      Number(readFileSync(join(dir, 'memory.usage_in_bytes'), 'utf8')) -
+      field(readFileSync(join(dir, 'memory.stat'), 'utf8'), 'total_inactive_file'),
     remove: () => rmdirSync(dir),
   };
 }

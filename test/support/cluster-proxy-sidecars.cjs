@@ -18,7 +18,11 @@ const { basename } = require('node:path');
 const log = (msg, fields = {}) => console.log(JSON.stringify({ time: Date.now(), msg, ...fields }));
 
 function addonAgent() {
-  const digest = () => createHash('sha256').update(readFileSync('/etc/tls/tls.crt')).update(readFileSync('/etc/tls/tls.key')).digest('hex');
+  const digest = () =>
+    createHash('sha256')
+      .update(readFileSync('/etc/tls/tls.crt'))
+      .update(readFileSync('/etc/tls/tls.key'))
+      .digest('hex');
   let certs = digest();
   let probes = 0;
   http
@@ -38,7 +42,10 @@ function addonAgent() {
     const req = http.get('http://localhost:8093/readyz', { timeout: 2000 }, (res) => {
       res.resume();
       const ready = res.statusCode === 200;
-      if (ready !== lastReady) log(ready ? 'proxy-agent ready: lease renewed' : 'proxy-agent not ready: lease not renewed', { status: res.statusCode });
+      if (ready !== lastReady)
+        log(ready ? 'proxy-agent ready: lease renewed' : 'proxy-agent not ready: lease not renewed', {
+          status: res.statusCode,
+        });
       lastReady = ready;
     });
     req.on('timeout', () => req.destroy());
@@ -60,7 +67,9 @@ function serviceProxy(args) {
       res.writeHead(200, { 'content-type': 'text/plain' }).end(`service-proxy stand-in: ${req.url}\n`);
     })
     .listen(7443);
-  http.createServer((req, res) => res.writeHead(req.url === '/healthz' || req.url === '/readyz' ? 200 : 404).end('ok')).listen(8000);
+  http
+    .createServer((req, res) => res.writeHead(req.url === '/healthz' || req.url === '/readyz' ? 200 : 404).end('ok'))
+    .listen(8000);
   log('service-proxy stand-in listening', { port: 7443 });
 }
 

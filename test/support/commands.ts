@@ -17,12 +17,25 @@ export interface Result {
 }
 
 /** Runs `command` with `input` on stdin; resolves with its output and exit code (1 when it could not run or timed out), never rejects. */
-export function runToEnd(command: string, args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<Result> {
+export function runToEnd(
+  command: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {},
+): Promise<Result> {
   return new Promise((resolve) => {
-    const child = execFile(command, args, { env: opts.env, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
-      resolve({ code, stdout, stderr: stderr || (err && code === 1 ? err.message : '') });
-    });
+    const child = execFile(
+      command,
+      args,
+      { env: opts.env, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        const code = err
+          ? typeof (err as { code?: unknown }).code === 'number'
+            ? (err as { code: number }).code
+            : 1
+          : 0;
+        resolve({ code, stdout, stderr: stderr || (err && code === 1 ? err.message : '') });
+      },
+    );
     child.stdin!.end(opts.input ?? '');
   });
 }

@@ -22,8 +22,10 @@ const confDir = join(imagesCacheDir, 'conf');
 export function engineProblem(): string | undefined {
   if (process.platform !== 'linux') return 'skipped: buildah and podman need Linux';
   const missing = enginePackages.filter((p) => !hasCommand(p));
-  if (missing.length) return `skipped: ${missing.join(', ')} not installed (Debian: apt-get install ${enginePackages.join(' ')}; .ci/run does)`;
-  if (process.getuid?.() !== 0) return 'skipped: not root (the stand-in bases are made with debootstrap, and the engines run rootful here)';
+  if (missing.length)
+    return `skipped: ${missing.join(', ')} not installed (Debian: apt-get install ${enginePackages.join(' ')}; .ci/run does)`;
+  if (process.getuid?.() !== 0)
+    return 'skipped: not root (the stand-in bases are made with debootstrap, and the engines run rootful here)';
   return undefined;
 }
 
@@ -56,7 +58,10 @@ export function engineEnv(): NodeJS.ProcessEnv {
     ].join('\n'),
   );
   const storageConf = join(confDir, 'storage.conf');
-  writeFileSync(storageConf, ['[storage]', 'driver = "overlay"', `graphroot = "${storageRoot}"`, `runroot = "${runRoot}"`, ''].join('\n'));
+  writeFileSync(
+    storageConf,
+    ['[storage]', 'driver = "overlay"', `graphroot = "${storageRoot}"`, `runroot = "${runRoot}"`, ''].join('\n'),
+  );
   env = { ...process.env, CONTAINERS_CONF: containersConf, CONTAINERS_STORAGE_CONF: storageConf };
   return env;
 }
@@ -67,7 +72,11 @@ export function engine(tool: 'buildah' | 'podman', args: string[], opts: { timeo
 }
 
 /** The same, throwing with the command's stderr when it fails; resolves with stdout. */
-export async function engineOk(tool: 'buildah' | 'podman', args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+export async function engineOk(
+  tool: 'buildah' | 'podman',
+  args: string[],
+  opts: { timeoutMs?: number } = {},
+): Promise<string> {
   const r = await engine(tool, args, opts);
   if (r.code !== 0) throw new Error(`${tool} ${args.join(' ')} (exit ${r.code}):\n${r.stderr.slice(-4000)}`);
   return r.stdout;
@@ -94,7 +103,8 @@ export async function withCacheLock<T>(name: string, timeoutMs: number, fn: () =
         // being created or removed: look again
       }
       if (holder > 0 && !alive(holder)) rmSync(lock, { recursive: true, force: true });
-      else if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${lock} (held by pid ${holder})`);
+      else if (Date.now() > deadline)
+        throw new Error(`timed out after ${timeoutMs} ms waiting for ${lock} (held by pid ${holder})`);
       else await new Promise((r) => setTimeout(r, 500));
     }
   }

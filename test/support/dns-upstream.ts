@@ -25,7 +25,11 @@ export interface TestUpstream {
 }
 
 /** On 127.0.0.1 and a free port unless `at` says where (port 53 of a loopback address plays a pod's nameserver). */
-export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: { address?: string; port?: number } = {}, attempts = 5): Promise<TestUpstream> {
+export async function startTestUpstream(
+  zone: Record<string, TestRecord[]>,
+  at: { address?: string; port?: number } = {},
+  attempts = 5,
+): Promise<TestUpstream> {
   const address = at.address ?? '127.0.0.1';
   const sockets = new Set<net.Socket>();
   const tcp = net.createServer((socket) => serveTcp(socket));
@@ -49,7 +53,10 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: 
     silent: false,
     close: async () => {
       for (const s of sockets) s.destroy();
-      await Promise.all([new Promise((r) => udp.close(() => r(undefined))), new Promise((r) => tcp.close(() => r(undefined)))]);
+      await Promise.all([
+        new Promise((r) => udp.close(() => r(undefined))),
+        new Promise((r) => tcp.close(() => r(undefined))),
+      ]);
     },
   };
 
@@ -70,18 +77,44 @@ export async function startTestUpstream(zone: Record<string, TestRecord[]>, at: 
     let name = q.name;
     if (!records) {
       response.header.rcode = Packet.RCODE.NXDOMAIN;
-      response.authorities.push({ name: 'test', type: Packet.TYPE.SOA, class: 1, ttl: 60, primary: 'ns.test', admin: 'hostmaster.test', serial: 1, refresh: 60, retry: 60, expiration: 60, minimum: 30 } as never);
+      response.authorities.push({
+        name: 'test',
+        type: Packet.TYPE.SOA,
+        class: 1,
+        ttl: 60,
+        primary: 'ns.test',
+        admin: 'hostmaster.test',
+        serial: 1,
+        refresh: 60,
+        retry: 60,
+        expiration: 60,
+        minimum: 30,
+      } as never);
     } else {
       // Follow a CNAME inside the table, as a recursive resolver does.
       for (let chain = records; chain; ) {
         const cname = chain.find((r) => r.type === Packet.TYPE.CNAME);
-        for (const r of chain) if (r.type === q.type || r.type === Packet.TYPE.CNAME) response.answers.push({ name, class: 1, ttl: 30, ...r } as never);
+        for (const r of chain)
+          if (r.type === q.type || r.type === Packet.TYPE.CNAME)
+            response.answers.push({ name, class: 1, ttl: 30, ...r } as never);
         if (!cname || q.type === Packet.TYPE.CNAME) break;
         name = cname.domain!;
         chain = zone[name]!;
       }
       if (response.answers.length === 0) {
-        response.authorities.push({ name: 'test', type: Packet.TYPE.SOA, class: 1, ttl: 60, primary: 'ns.test', admin: 'hostmaster.test', serial: 1, refresh: 60, retry: 60, expiration: 60, minimum: 30 } as never);
+        response.authorities.push({
+          name: 'test',
+          type: Packet.TYPE.SOA,
+          class: 1,
+          ttl: 60,
+          primary: 'ns.test',
+          admin: 'hostmaster.test',
+          serial: 1,
+          refresh: 60,
+          retry: 60,
+          expiration: 60,
+          minimum: 30,
+        } as never);
       }
     }
     const opt = query.additionals.find((r) => r.type === Packet.TYPE.EDNS);

@@ -15,12 +15,30 @@ export interface ExplainedDns {
 }
 
 export async function startExplainedDns(log: Logger): Promise<ExplainedDns> {
-  const upstream = await startTestUpstream({ 'kubernetes.default.svc.cluster.test': [{ type: 1, address: '127.0.0.1' }] });
-  const rules = rulesFromFlags({ clusterName: 'cluster1', agentNamespace: 'spoke-agent', clusterDomain: 'cluster.test', expose: ['default/kubernetes'], rulesFile: '' });
+  const upstream = await startTestUpstream({
+    'kubernetes.default.svc.cluster.test': [{ type: 1, address: '127.0.0.1' }],
+  });
+  const rules = rulesFromFlags({
+    clusterName: 'cluster1',
+    agentNamespace: 'spoke-agent',
+    clusterDomain: 'cluster.test',
+    expose: ['default/kubernetes'],
+    rulesFile: '',
+  });
   if (!rules.ok) throw new Error(rules.errors.join('; '));
   const holder = new RuleHolder(rules.value);
   const dns = await startDns(
-    { dnsBindAddress: '127.0.0.1', dnsPort: 0, dnsUpstream: `127.0.0.1:${upstream.port}`, dnsBatchedUdp: false, dnsForward: false, dnsTtl: 1000, dnsCacheSize: 100, dnsUpstreamTimeout: 1000, dnsQueryLogSize: 100 },
+    {
+      dnsBindAddress: '127.0.0.1',
+      dnsPort: 0,
+      dnsUpstream: `127.0.0.1:${upstream.port}`,
+      dnsBatchedUdp: false,
+      dnsForward: false,
+      dnsTtl: 1000,
+      dnsCacheSize: 100,
+      dnsUpstreamTimeout: 1000,
+      dnsQueryLogSize: 100,
+    },
     holder,
     new Registry(),
     log,

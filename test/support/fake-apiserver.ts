@@ -17,7 +17,14 @@ export type Collection = 'configmaps' | 'services' | 'namespaces' | 'leases';
 interface Obj {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string>; annotations?: Record<string, string>; uid?: string };
+  metadata: {
+    name: string;
+    namespace?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    uid?: string;
+  };
   [key: string]: unknown;
 }
 
@@ -35,8 +42,18 @@ interface Watcher {
   res: http.ServerResponse;
 }
 
-const kinds: Record<Collection, string> = { configmaps: 'ConfigMap', services: 'Service', namespaces: 'Namespace', leases: 'Lease' };
-const apiVersions: Record<Collection, string> = { configmaps: 'v1', services: 'v1', namespaces: 'v1', leases: 'coordination.k8s.io/v1' };
+const kinds: Record<Collection, string> = {
+  configmaps: 'ConfigMap',
+  services: 'Service',
+  namespaces: 'Namespace',
+  leases: 'Lease',
+};
+const apiVersions: Record<Collection, string> = {
+  configmaps: 'v1',
+  services: 'v1',
+  namespaces: 'v1',
+  leases: 'coordination.k8s.io/v1',
+};
 
 export interface FakeUser {
   username: string;
@@ -74,7 +91,9 @@ export class FakeApiServer {
   private constructor(private readonly listenOn: { host: string; tls?: { cert: Buffer; key: Buffer } }) {}
 
   /** On `host` (127.0.0.1) and `port` (any), over TLS with `tls`, as an API server in a cluster is. */
-  static async start(opts: { host?: string; port?: number; tls?: { cert: Buffer; key: Buffer } } = {}): Promise<FakeApiServer> {
+  static async start(
+    opts: { host?: string; port?: number; tls?: { cert: Buffer; key: Buffer } } = {},
+  ): Promise<FakeApiServer> {
     const s = new FakeApiServer({ host: opts.host ?? '127.0.0.1', tls: opts.tls });
     await s.listen(opts.port);
     const dir = mkdtempSync(join(tmpdir(), 'fake-apiserver-'));
@@ -108,7 +127,11 @@ export class FakeApiServer {
       apiVersion: apiVersions[collection],
       kind: kinds[collection],
       ...structuredClone(obj),
-      metadata: { ...structuredClone(obj.metadata), uid: existing?.metadata.uid ?? `uid-${key}`, resourceVersion: String(++this.rv) },
+      metadata: {
+        ...structuredClone(obj.metadata),
+        uid: existing?.metadata.uid ?? `uid-${key}`,
+        resourceVersion: String(++this.rv),
+      },
     };
     this.objects.set(key, stored);
     this.record({ rv: this.rv, collection, type: existing ? 'MODIFIED' : 'ADDED', object: stored });
@@ -128,7 +151,10 @@ export class FakeApiServer {
   }
 
   service(namespace: string, name: string, annotations: Record<string, string> = {}): void {
-    this.apply('services', { metadata: { namespace, name, annotations }, spec: { type: 'ClusterIP', ports: [{ port: 80 }] } });
+    this.apply('services', {
+      metadata: { namespace, name, annotations },
+      spec: { type: 'ClusterIP', ports: [{ port: 80 }] },
+    });
   }
 
   namespace(name: string, labels: Record<string, string> = {}): void {
@@ -136,9 +162,20 @@ export class FakeApiServer {
   }
 
   /** A proxy-server's Lease as --enable-lease-controller keeps it, renewed at `renewTime`. */
-  lease(namespace: string, name: string, opts: { labels?: Record<string, string>; renewTime?: Date; durationSeconds?: number } = {}): void {
-    const spec = { holderIdentity: name, leaseDurationSeconds: opts.durationSeconds ?? 30, renewTime: (opts.renewTime ?? new Date()).toISOString() };
-    this.apply('leases', { metadata: { namespace, name, labels: opts.labels ?? { 'k8s-app': 'konnectivity-server' } }, spec });
+  lease(
+    namespace: string,
+    name: string,
+    opts: { labels?: Record<string, string>; renewTime?: Date; durationSeconds?: number } = {},
+  ): void {
+    const spec = {
+      holderIdentity: name,
+      leaseDurationSeconds: opts.durationSeconds ?? 30,
+      renewTime: (opts.renewTime ?? new Date()).toISOString(),
+    };
+    this.apply('leases', {
+      metadata: { namespace, name, labels: opts.labels ?? { 'k8s-app': 'konnectivity-server' } },
+      spec,
+    });
   }
 
   // --- faults ---
@@ -200,31 +237,66 @@ export class FakeApiServer {
     const url = new URL(req.url ?? '/', 'http://x');
     this.requests.push(`${req.method} ${url.pathname}${url.search}`);
     if (req.headers.authorization !== `Bearer ${this.token}`) return status(res, 401, 'Unauthorized', 'Unauthorized');
-    if (this.forbidden.has(url.pathname)) return status(res, 403, 'Forbidden', `forbidden: cannot ${req.method} ${url.pathname}`);
+    if (this.forbidden.has(url.pathname))
+      return status(res, 403, 'Forbidden', `forbidden: cannot ${req.method} ${url.pathname}`);
     const failure = this.failures.findIndex((f) => f.match(url.pathname));
     if (failure !== -1) {
       const [f] = this.failures.splice(failure, 1);
       return status(res, f!.status, 'InternalError', 'injected failure');
     }
     if (req.method === 'POST') return void readJson(req).then((body) => this.review(url.pathname, body, res));
-    const m = /^\/(?:api\/v1|apis\/coordination\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(configmaps|services|namespaces|leases)$/.exec(url.pathname);
-    if (req.method !== 'GET' || !m) return status(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
+    const m =
+      /^\/(?:api\/v1|apis\/coordination\.k8s\.io\/v1)(?:\/namespaces\/([^/]+))?\/(configmaps|services|namespaces|leases)$/.exec(
+        url.pathname,
+      );
+    if (req.method !== 'GET' || !m)
+      return status(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const [, namespace, collection] = m as unknown as [string, string | undefined, Collection];
-    const matches = selectorMatcher(url.searchParams.get('labelSelector') ?? '', url.searchParams.get('fieldSelector') ?? '');
-    if (url.searchParams.get('watch') === 'true') return this.watch(collection, namespace, matches, url.searchParams.get('resourceVersion') ?? '', res);
-    const items = [...this.objects.entries()].filter(([k, o]) => k.startsWith(`${collection}/`) && (!namespace || o.metadata.namespace === namespace) && matches(o)).map(([, o]) => o);
-    json(res, 200, { apiVersion: apiVersions[collection], kind: `${kinds[collection]}List`, metadata: { resourceVersion: String(this.rv) }, items });
+    const matches = selectorMatcher(
+      url.searchParams.get('labelSelector') ?? '',
+      url.searchParams.get('fieldSelector') ?? '',
+    );
+    if (url.searchParams.get('watch') === 'true')
+      return this.watch(collection, namespace, matches, url.searchParams.get('resourceVersion') ?? '', res);
+    const items = [...this.objects.entries()]
+      .filter(
+        ([k, o]) => k.startsWith(`${collection}/`) && (!namespace || o.metadata.namespace === namespace) && matches(o),
+      )
+      .map(([, o]) => o);
+    json(res, 200, {
+      apiVersion: apiVersions[collection],
+      kind: `${kinds[collection]}List`,
+      metadata: { resourceVersion: String(this.rv) },
+      items,
+    });
   }
 
-  private watch(collection: Collection, namespace: string | undefined, matches: (o: Obj) => boolean, from: string, res: http.ServerResponse): void {
+  private watch(
+    collection: Collection,
+    namespace: string | undefined,
+    matches: (o: Obj) => boolean,
+    from: string,
+    res: http.ServerResponse,
+  ): void {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // as the API server does: the client's watch() resolves on the headers
-    const relevant = (e: Event) => e.collection === collection && (!namespace || e.object.metadata.namespace === namespace) && matches(e.object);
+    const relevant = (e: Event) =>
+      e.collection === collection && (!namespace || e.object.metadata.namespace === namespace) && matches(e.object);
     if (from === '' || from === '0') {
       // No version: synthetic ADDED events for what exists, then changes.
-      for (const [k, o] of this.objects) if (k.startsWith(`${collection}/`) && relevant({ rv: 0, collection, type: 'ADDED', object: o })) send(res, 'ADDED', o);
+      for (const [k, o] of this.objects)
+        if (k.startsWith(`${collection}/`) && relevant({ rv: 0, collection, type: 'ADDED', object: o }))
+          send(res, 'ADDED', o);
     } else if (Number(from) < this.oldestRv) {
-      send(res, 'ERROR', { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${this.oldestRv})`, reason: 'Expired', code: 410 });
+      send(res, 'ERROR', {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: `too old resource version: ${from} (${this.oldestRv})`,
+        reason: 'Expired',
+        code: 410,
+      });
       res.end();
       return;
     } else {
@@ -238,7 +310,12 @@ export class FakeApiServer {
   private record(e: Event): void {
     this.history.push(e);
     for (const w of this.watchers) {
-      if (w.collection === e.collection && (!w.namespace || e.object.metadata.namespace === w.namespace) && w.matches(e.object)) send(w.res, e.type, e.object);
+      if (
+        w.collection === e.collection &&
+        (!w.namespace || e.object.metadata.namespace === w.namespace) &&
+        w.matches(e.object)
+      )
+        send(w.res, e.type, e.object);
     }
   }
 
@@ -246,16 +323,28 @@ export class FakeApiServer {
     const spec = body.spec ?? {};
     if (path === '/apis/authentication.k8s.io/v1/tokenreviews') {
       const user = this.users.get(String(spec.token));
-      return json(res, 201, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec, status: user ? { authenticated: true, user } : { authenticated: false, error: 'invalid bearer token' } });
+      return json(res, 201, {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenReview',
+        spec,
+        status: user ? { authenticated: true, user } : { authenticated: false, error: 'invalid bearer token' },
+      });
     }
     if (path === '/apis/authorization.k8s.io/v1/subjectaccessreviews') {
       this.accessReviews.push(spec);
       const nonResource = spec.nonResourceAttributes as { verb?: string; path?: string } | undefined;
       const resource = spec.resourceAttributes as { verb?: string; group?: string; resource?: string } | undefined;
-      const action = nonResource ? `${nonResource.verb} ${nonResource.path}` : `${resource?.verb} ${resource?.resource}.${resource?.group}`;
+      const action = nonResource
+        ? `${nonResource.verb} ${nonResource.path}`
+        : `${resource?.verb} ${resource?.resource}.${resource?.group}`;
       const subjects = [String(spec.user), ...((spec.groups as string[] | undefined) ?? []).map((g) => `group:${g}`)];
       const allowed = subjects.some((s) => this.allowed.has(`${s} ${action}`));
-      return json(res, 201, { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec, status: { allowed, ...(allowed ? {} : { reason: 'no RBAC policy matched' }) } });
+      return json(res, 201, {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec,
+        status: { allowed, ...(allowed ? {} : { reason: 'no RBAC policy matched' }) },
+      });
     }
     status(res, 404, 'NotFound', `no such review ${path}`);
   }
@@ -293,7 +382,11 @@ function readJson(req: http.IncomingMessage): Promise<{ spec?: Record<string, un
 
 /** Equality-based label selectors (`a=b,c!=d,e`) and field selectors on metadata.name / metadata.namespace. */
 function selectorMatcher(labelSelector: string, fieldSelector: string): (o: Obj) => boolean {
-  const terms = (s: string) => s.split(',').map((t) => t.trim()).filter(Boolean);
+  const terms = (s: string) =>
+    s
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean);
   const labels = terms(labelSelector).map((t) => {
     const m = /^([^!=]+?)\s*(==|=|!=)\s*(.*)$/.exec(t);
     return m ? { key: m[1]!, op: m[2]!, value: m[3]! } : { key: t, op: 'exists', value: '' };
@@ -306,5 +399,13 @@ function selectorMatcher(labelSelector: string, fieldSelector: string): (o: Obj)
     labels.every(({ key, op, value }) => {
       const v = o.metadata.labels?.[key];
       return op === 'exists' ? v !== undefined : op === '!=' ? v !== value : v === value;
-    }) && fields.every(({ key, value }) => (key === 'metadata.name' ? o.metadata.name : key === 'metadata.namespace' ? o.metadata.namespace : undefined) === value);
+    }) &&
+    fields.every(
+      ({ key, value }) =>
+        (key === 'metadata.name'
+          ? o.metadata.name
+          : key === 'metadata.namespace'
+            ? o.metadata.namespace
+            : undefined) === value,
+    );
 }

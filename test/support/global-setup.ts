@@ -7,16 +7,34 @@ import { execFileSync } from 'node:child_process';
 import { hasCommand as has } from './commands.js';
 
 // Debian package for each tool.
-const packages: Record<string, string> = { dig: 'dnsutils', kdig: 'knot-dnsutils', kubectl: 'kubernetes-client', promtool: 'prometheus', curl: 'curl' };
+const packages: Record<string, string> = {
+  dig: 'dnsutils',
+  kdig: 'knot-dnsutils',
+  kubectl: 'kubernetes-client',
+  promtool: 'prometheus',
+  curl: 'curl',
+};
 
 export default function setup(): void {
-  const missing = [...new Set(Object.keys(packages).filter((tool) => !has(tool)).map((tool) => packages[tool]!))];
+  const missing = [
+    ...new Set(
+      Object.keys(packages)
+        .filter((tool) => !has(tool))
+        .map((tool) => packages[tool]!),
+    ),
+  ];
   if (missing.length === 0) return;
   if (process.getuid?.() !== 0) {
-    console.warn(`global-setup: not root, so not installing ${missing.join(' ')}; the tests that use them will fail (apt-get install ${missing.join(' ')})`);
+    console.warn(
+      `global-setup: not root, so not installing ${missing.join(' ')}; the tests that use them will fail (apt-get install ${missing.join(' ')})`,
+    );
     return;
   }
-  const install = () => execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  const install = () =>
+    execFileSync('apt-get', ['install', '-y', '--no-install-recommends', ...missing], {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   try {
     install();
   } catch {

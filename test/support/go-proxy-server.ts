@@ -11,7 +11,8 @@ import { unusedPort } from './targets.js';
 import { waitUntilAsync } from './wait.js';
 
 /** The folder holding the release-0.30 ANP binaries `names` (ANP_BIN_DIR, else the ready cache), or undefined. */
-export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined => referenceBinDir('ANP_BIN_DIR', 'anp', names);
+export const anpBinDir = (names: readonly string[] = ['proxy-server']): string | undefined =>
+  referenceBinDir('ANP_BIN_DIR', 'anp', names);
 
 export interface AnpRelease {
   name: 'release-0.30' | 'v0.36.0';
@@ -47,7 +48,8 @@ export function newestAnpRelease(names: readonly string[] = ['proxy-server']): A
 }
 
 /** The v0.36.0 binaries `names`, the release cluster-proxy pins, or undefined. */
-export const anpV036BinDir = (names: readonly string[] = ['proxy-server']): string | undefined => anpReleases(names).found.find((r) => r.name === 'v0.36.0')?.dir;
+export const anpV036BinDir = (names: readonly string[] = ['proxy-server']): string | undefined =>
+  anpReleases(names).found.find((r) => r.name === 'v0.36.0')?.dir;
 
 export interface GoServerPorts {
   /** The frontend's TLS port; 0 when it serves a Unix socket instead. */
@@ -59,19 +61,48 @@ export interface GoServerPorts {
 
 /** Free ports for a Go proxy-server (it refuses any in the ephemeral range: unusedPort picks below it). */
 export async function goServerPorts(uds?: string): Promise<GoServerPorts> {
-  return { server: uds ? 0 : await unusedPort(), agent: await unusedPort(), health: await unusedPort(), admin: await unusedPort() };
+  return {
+    server: uds ? 0 : await unusedPort(),
+    agent: await unusedPort(),
+    health: await unusedPort(),
+    admin: await unusedPort(),
+  };
 }
 
 /**
  * The Go proxy-server's flags on loopback with our PKI: mTLS on the agent port and on the frontend's
  * port, or the frontend on the Unix socket `uds` (--uds-name: plaintext, kube-apiserver's egress set-up).
  */
-export function goServerFlags(pki: TestPki, mode: 'grpc' | 'http-connect', strategies: string, ports: GoServerPorts, uds?: string): string[] {
+export function goServerFlags(
+  pki: TestPki,
+  mode: 'grpc' | 'http-connect',
+  strategies: string,
+  ports: GoServerPorts,
+  uds?: string,
+): string[] {
   // prettier-ignore
-  return [`--mode=${mode}`, `--proxy-strategies=${strategies}`,
-    ...(uds ? [`--uds-name=${uds}`, '--server-port=0'] : ['--server-bind-address=127.0.0.1', `--server-port=${ports.server}`, `--server-cert=${pki.serverCert}`, `--server-key=${pki.serverKey}`, `--server-ca-cert=${pki.caCert}`]),
-    '--agent-bind-address=127.0.0.1', `--agent-port=${ports.agent}`, `--cluster-cert=${pki.serverCert}`, `--cluster-key=${pki.serverKey}`, `--cluster-ca-cert=${pki.caCert}`,
-    '--health-bind-address=127.0.0.1', `--health-port=${ports.health}`, '--admin-bind-address=127.0.0.1', `--admin-port=${ports.admin}`];
+  return [
+    `--mode=${mode}`,
+    `--proxy-strategies=${strategies}`,
+    ...(uds
+      ? [`--uds-name=${uds}`, '--server-port=0']
+      : [
+          '--server-bind-address=127.0.0.1',
+          `--server-port=${ports.server}`,
+          `--server-cert=${pki.serverCert}`,
+          `--server-key=${pki.serverKey}`,
+          `--server-ca-cert=${pki.caCert}`,
+        ]),
+    '--agent-bind-address=127.0.0.1',
+    `--agent-port=${ports.agent}`,
+    `--cluster-cert=${pki.serverCert}`,
+    `--cluster-key=${pki.serverKey}`,
+    `--cluster-ca-cert=${pki.caCert}`,
+    '--health-bind-address=127.0.0.1',
+    `--health-port=${ports.health}`,
+    '--admin-bind-address=127.0.0.1',
+    `--admin-port=${ports.admin}`,
+  ];
 }
 
 /** One Go proxy-server process; its combined output is kept in `log`. */
@@ -88,14 +119,26 @@ export class GoServer {
     readonly uds?: string,
   ) {}
 
-  static async create(binDir: string, mode: 'grpc' | 'http-connect', strategies: string, serverID: string, opts: { uds?: string } = {}): Promise<GoServer> {
+  static async create(
+    binDir: string,
+    mode: 'grpc' | 'http-connect',
+    strategies: string,
+    serverID: string,
+    opts: { uds?: string } = {},
+  ): Promise<GoServer> {
     return new GoServer(binDir, mode, strategies, serverID, await goServerPorts(opts.uds), opts.uds);
   }
 
   /** `extraArgs` after ours, e.g. --server-count, --enable-lease-controller and --kubeconfig. */
   async start(pki: TestPki, extraArgs: readonly string[] = []): Promise<void> {
     const { ports } = this;
-    const args = [...goServerFlags(pki, this.mode, this.strategies, ports, this.uds), '--server-count=1', `--server-id=${this.serverID}`, '-v=5', ...extraArgs];
+    const args = [
+      ...goServerFlags(pki, this.mode, this.strategies, ports, this.uds),
+      '--server-count=1',
+      `--server-id=${this.serverID}`,
+      '-v=5',
+      ...extraArgs,
+    ];
     const proc = spawn(join(this.binDir, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.proc = proc;
     const collect = (b: Buffer) => (this.log += b.toString());
@@ -103,7 +146,10 @@ export class GoServer {
     proc.stderr!.on('data', collect);
     const healthy = async () => {
       // One that exited (a refused flag or port) says why at once instead of after the timeout.
-      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`proxy-server ${this.serverID} exited (${proc.exitCode ?? proc.signalCode}): ${this.log.split('\n').find((l) => /^Error/.test(l)) ?? this.log.slice(-2000)}`);
+      if (proc.exitCode !== null || proc.signalCode !== null)
+        throw new Error(
+          `proxy-server ${this.serverID} exited (${proc.exitCode ?? proc.signalCode}): ${this.log.split('\n').find((l) => /^Error/.test(l)) ?? this.log.slice(-2000)}`,
+        );
       return (await httpText(`http://127.0.0.1:${ports.health}/healthz`).catch(() => '')) === 'ok';
     };
     await waitUntilAsync(healthy, 10_000, `proxy-server ${this.serverID} health`);
@@ -130,7 +176,10 @@ export class GoServer {
 
   /** Lines of the log after `from` (an offset into `log`) matching `re`. */
   lines(re: RegExp, from = 0): string[] {
-    return this.log.slice(from).split('\n').filter((l) => re.test(l));
+    return this.log
+      .slice(from)
+      .split('\n')
+      .filter((l) => re.test(l));
   }
 }
 
@@ -138,4 +187,3 @@ export async function httpText(url: string): Promise<string> {
   const res = await fetch(url);
   return (await res.text()).trim();
 }
-

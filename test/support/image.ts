@@ -23,7 +23,8 @@ export interface BuiltImage {
   standIns: StandIns;
 }
 
-const size = async (ref: string) => Number((await engineOk('podman', ['image', 'inspect', '--format', '{{.Size}}', ref])).trim());
+const size = async (ref: string) =>
+  Number((await engineOk('podman', ['image', 'inspect', '--format', '{{.Size}}', ref])).trim());
 
 let building: Promise<BuiltImage> | undefined;
 
@@ -40,7 +41,23 @@ async function build(): Promise<BuiltImage> {
   const buildMs = await withCacheLock('image-build', 1_800_000, async () => {
     const started = Date.now();
     // --network host: the build stage's `npm ci` reaches the npm registry as this machine does.
-    await engineOk('buildah', ['bud', '--pull=never', '--network', 'host', '--layers', '--quiet', '-t', imageRef, '-f', join(repoRoot, 'Dockerfile'), repoRoot], { timeoutMs: 1_200_000 });
+    await engineOk(
+      'buildah',
+      [
+        'bud',
+        '--pull=never',
+        '--network',
+        'host',
+        '--layers',
+        '--quiet',
+        '-t',
+        imageRef,
+        '-f',
+        join(repoRoot, 'Dockerfile'),
+        repoRoot,
+      ],
+      { timeoutMs: 1_200_000 },
+    );
     const ms = Date.now() - started;
     // Earlier builds' untagged images and layer caches older than a few days go; recent ones stay for the next build.
     await engineOk('podman', ['image', 'prune', '--force', '--filter', 'until=72h']).catch(() => undefined);
@@ -48,7 +65,14 @@ async function build(): Promise<BuiltImage> {
   });
   const id = (await engineOk('podman', ['image', 'inspect', '--format', '{{.Id}}', imageRef])).trim();
   const runtime = standIns.bases.find((b) => b.kind === 'runtime')!;
-  return { ref: imageRef, id, sizeBytes: await size(imageRef), baseSizeBytes: await size(runtime.name), buildMs, standIns };
+  return {
+    ref: imageRef,
+    id,
+    sizeBytes: await size(imageRef),
+    baseSizeBytes: await size(runtime.name),
+    buildMs,
+    standIns,
+  };
 }
 
 /** Writes the image to a docker-archive tarball named `ref` (what `ctr images import` reads). */

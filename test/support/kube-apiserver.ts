@@ -21,7 +21,8 @@ const binaries = ['kube-apiserver', 'etcd'];
 const kubeBinDir = referenceBinDir('KUBE_BIN_DIR', 'kube', binaries);
 
 /** Why the binaries cannot be used here (the skip note), or undefined when they can. */
-export const kubeBinariesMissing = (): string | undefined => (kubeBinDir ? undefined : missingBinariesNote('KUBE_BIN_DIR', 'kube', binaries));
+export const kubeBinariesMissing = (): string | undefined =>
+  kubeBinDir ? undefined : missingBinariesNote('KUBE_BIN_DIR', 'kube', binaries);
 
 /** Static-token users: name -> [token, groups]. */
 const users: Record<string, [string, string[]]> = {
@@ -29,7 +30,10 @@ const users: Record<string, [string, string[]]> = {
   alice: ['alice-token', []],
   bob: ['bob-token', []],
   carol: ['carol-token', []],
-  'system:serviceaccount:spoke-agent:spoke-agent': ['spoke-agent-token', ['system:serviceaccounts', 'system:serviceaccounts:spoke-agent']],
+  'system:serviceaccount:spoke-agent:spoke-agent': [
+    'spoke-agent-token',
+    ['system:serviceaccounts', 'system:serviceaccounts:spoke-agent'],
+  ],
 };
 export type KubeUser = keyof typeof users;
 
@@ -79,10 +83,14 @@ async function stop(child: Child | undefined): Promise<void> {
 
 function get(url: string, ca: string, token: string): Promise<number> {
   return new Promise((resolve) => {
-    const req = https.get(url, { ca, headers: { authorization: `Bearer ${token}` }, agent: false, timeout: 2000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
+    const req = https.get(
+      url,
+      { ca, headers: { authorization: `Bearer ${token}` }, agent: false, timeout: 2000 },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
     req.on('error', () => resolve(0));
     req.on('timeout', () => req.destroy());
   });
@@ -97,11 +105,20 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
   const servingCa = createCa('kube-serving-ca');
   const clientCa = createCa('kube-client-ca');
   const frontProxyCa = createCa('kube-front-proxy-ca');
-  const serving = servingCa.issue('kube-apiserver', { serverNames: [...new Set([host, '127.0.0.1', 'localhost', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'])] });
+  const serving = servingCa.issue('kube-apiserver', {
+    serverNames: [
+      ...new Set([host, '127.0.0.1', 'localhost', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local']),
+    ],
+  });
   const proxyClient = frontProxyCa.issue('front-proxy-client', { client: true });
-  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  }) as string;
   const file = (name: string, text: string) => write(dir, name, text);
-  const tokens = Object.entries(users).map(([name, [token, groups]]) => `${token},${name},uid-${token}${groups.length ? `,"${groups.join(',')}"` : ''}`);
+  const tokens = Object.entries(users).map(
+    ([name, [token, groups]]) => `${token},${name},uid-${token}${groups.length ? `,"${groups.join(',')}"` : ''}`,
+  );
   const url = `https://${host}:${port}`;
 
   let etcd: Child | undefined;
@@ -152,8 +169,12 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
     ]);
     const deadline = Date.now() + 60_000;
     while ((await get(`${url}/readyz`, servingCa.cert, users.admin![0])) !== 200) {
-      if (Date.now() > deadline) throw new Error(`kube-apiserver not ready within 60 s:\n${apiserver.stderr().slice(-3000)}`);
-      const exited = await Promise.race([apiserver.exited.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), 250))]);
+      if (Date.now() > deadline)
+        throw new Error(`kube-apiserver not ready within 60 s:\n${apiserver.stderr().slice(-3000)}`);
+      const exited = await Promise.race([
+        apiserver.exited.then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), 250)),
+      ]);
       if (exited) throw new Error(`kube-apiserver exited:\n${apiserver.stderr().slice(-3000)}`);
     }
   } catch (err) {
@@ -177,18 +198,38 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
     );
   const kubectl = (user: KubeUser, args: string[], input?: string) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const child = execFile('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: unknown }).code as number) || 1 : 0, stdout, stderr });
-      });
+      const child = execFile(
+        'kubectl',
+        [`--kubeconfig=${kubeconfig(user)}`, ...args],
+        { timeout: 30_000 },
+        (err, stdout, stderr) => {
+          resolve({ code: err ? ((err as { code?: unknown }).code as number) || 1 : 0, stdout, stderr });
+        },
+      );
       if (input !== undefined) child.stdin!.end(input);
       else child.stdin!.end();
     });
-  const kubectlProcess = (user: KubeUser, args: string[]) => run('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args]);
+  const kubectlProcess = (user: KubeUser, args: string[]) =>
+    run('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args]);
   const auditEvents = () => {
     const path = join(dir, 'audit.log');
     if (!existsSync(path)) return [];
-    return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+    return readFileSync(path, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
   };
-  return { url, dir, servingCa, clientCa, frontProxyCa, token: (user) => users[user]![0], kubeconfig, kubectl, kubectlProcess, auditEvents, close };
+  return {
+    url,
+    dir,
+    servingCa,
+    clientCa,
+    frontProxyCa,
+    token: (user) => users[user]![0],
+    kubeconfig,
+    kubectl,
+    kubectlProcess,
+    auditEvents,
+    close,
+  };
 }
-

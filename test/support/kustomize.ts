@@ -13,7 +13,9 @@ export type Obj = Record<string, any>;
 export const manifestsDir = join(repoRoot, 'manifests');
 
 export function render(dir: string): Obj[] {
-  return parseAllDocuments(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }))
+  return parseAllDocuments(
+    execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+  )
     .map((d) => d.toJS() as Obj)
     .filter(Boolean);
 }
@@ -25,7 +27,10 @@ export function render(dir: string): Obj[] {
 export function renderWithComponent(name: string): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
   const base = relative(dir, manifestsDir);
-  writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, name)}\n`);
+  writeFileSync(
+    join(dir, 'kustomization.yaml'),
+    `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, name)}\n`,
+  );
   try {
     return render(dir);
   } finally {

@@ -17,7 +17,18 @@
 //   cluster only through nsenter'd children (kubectl, dig) and Unix sockets in its own folder.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCa, type Ca, type CertAndKey } from '../../hub/ephemeral-pki.js';
@@ -37,13 +48,29 @@ const serviceCidr = '10.96.0.0/16';
 export const hubHost = 'proxy-entrypoint.hub.example';
 const hubAgentPort = 8091;
 
-const nodeBinaries = ['kubelet', 'kube-proxy', 'kube-scheduler', 'kube-controller-manager', 'kubectl', 'pause', 'kube-apiserver', 'etcd'] as const;
+const nodeBinaries = [
+  'kubelet',
+  'kube-proxy',
+  'kube-scheduler',
+  'kube-controller-manager',
+  'kubectl',
+  'pause',
+  'kube-apiserver',
+  'etcd',
+] as const;
 /** Where the Kubernetes binaries are: KUBE_NODE_BIN_DIR, else ~/.cache/spoke-agent/node once it holds READY. */
 export const nodeBinDir = () => referenceBinDir('KUBE_NODE_BIN_DIR', 'node', nodeBinaries);
 /** Commands (or files) the cluster needs, each with its Debian package. */
 const packages: Array<[string, string]> = [
-  ['containerd', 'containerd'], ['runc', 'runc'], ['dnsmasq', 'dnsmasq-base'], ['iptables', 'iptables'], ['conntrack', 'conntrack'],
-  ['/usr/lib/cni/bridge', 'containernetworking-plugins'], ['nsenter', 'util-linux'], ['ip', 'iproute2'], ['dig', 'dnsutils'],
+  ['containerd', 'containerd'],
+  ['runc', 'runc'],
+  ['dnsmasq', 'dnsmasq-base'],
+  ['iptables', 'iptables'],
+  ['conntrack', 'conntrack'],
+  ['/usr/lib/cni/bridge', 'containernetworking-plugins'],
+  ['nsenter', 'util-linux'],
+  ['ip', 'iproute2'],
+  ['dig', 'dnsutils'],
 ];
 
 /** Why the cluster cannot run here (the skip note), or undefined when it can. */
@@ -52,7 +79,9 @@ export function nodeClusterProblem(): string | undefined {
   if (process.getuid?.() !== 0) return 'skipped: not root (network and mount namespaces, cgroups, a kubelet)';
   if (!nodeBinDir()) return missingBinariesNote('KUBE_NODE_BIN_DIR', 'node', nodeBinaries);
   if (!anpV036BinDir()) return missingBinariesNote('ANP_V036_BIN_DIR', 'anp-v0.36', ['proxy-server']);
-  const missing = packages.filter(([what]) => (what.startsWith('/') ? !existsSync(what) : !hasCommand(what))).map(([, pkg]) => pkg);
+  const missing = packages
+    .filter(([what]) => (what.startsWith('/') ? !existsSync(what) : !hasCommand(what)))
+    .map(([, pkg]) => pkg);
   if (missing.length) return `skipped: apt-get install ${[...new Set(missing)].join(' ')}`;
   const engine = engineProblem();
   if (engine) return `${engine} (the node suite imports the image test's image)`;
@@ -94,7 +123,10 @@ function createCgroup(path: string): void {
       dir = join(dir, part);
       if (!existsSync(dir)) mkdirSync(dir);
       // A new cpuset has no CPUs or memory nodes until given its parent's.
-      if (h === 'cpuset') for (const f of ['cpuset.cpus', 'cpuset.mems']) if (readFileSync(join(dir, f), 'utf8').trim() === '') writeFileSync(join(dir, f), readFileSync(join(parent, f)));
+      if (h === 'cpuset')
+        for (const f of ['cpuset.cpus', 'cpuset.mems'])
+          if (readFileSync(join(dir, f), 'utf8').trim() === '')
+            writeFileSync(join(dir, f), readFileSync(join(parent, f)));
     }
   }
 }
@@ -110,7 +142,10 @@ function cgroupDirs(path: string): string[] {
   return out; // deepest first
 }
 
-const pidsIn = (path: string) => cgroupDirs(path).flatMap((d) => readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number));
+const pidsIn = (path: string) =>
+  cgroupDirs(path).flatMap((d) =>
+    readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number),
+  );
 
 /** Kills every process in the tree, then removes it. */
 async function destroyCgroup(path: string): Promise<void> {
@@ -147,7 +182,8 @@ async function clearLeftovers(): Promise<void> {
   } catch {
     alive = false;
   }
-  if (alive && state.owner !== process.pid) throw new Error(`another node suite (pid ${state.owner}) runs a cluster on this machine (${stateFile})`);
+  if (alive && state.owner !== process.pid)
+    throw new Error(`another node suite (pid ${state.owner}) runs a cluster on this machine (${stateFile})`);
   await destroyCgroup(state.cgroup);
   rmSync(state.dir, { recursive: true, force: true });
   rmSync(stateFile, { force: true });
@@ -172,12 +208,27 @@ function writePki(dir: string): Pki {
     writeFileSync(path, text, { mode: 0o600 });
     return path;
   };
-  const pair = (name: string, p: CertAndKey) => ({ [`${name}.crt`]: file(`${name}.crt`, p.cert), [`${name}.key`]: file(`${name}.key`, p.key) });
+  const pair = (name: string, p: CertAndKey) => ({
+    [`${name}.crt`]: file(`${name}.crt`, p.cert),
+    [`${name}.key`]: file(`${name}.key`, p.key),
+  });
   const serving = createCa('node-serving-ca');
   const client = createCa('node-client-ca');
   const frontProxy = createCa('node-front-proxy-ca');
-  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
-  const names = [nodeIp, '10.96.0.1', '127.0.0.1', 'localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'];
+  const saKey = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  }) as string;
+  const names = [
+    nodeIp,
+    '10.96.0.1',
+    '127.0.0.1',
+    'localhost',
+    'kubernetes',
+    'kubernetes.default',
+    'kubernetes.default.svc',
+    'kubernetes.default.svc.cluster.local',
+  ];
   const files: Record<string, string> = {
     'serving-ca.crt': file('serving-ca.crt', serving.cert),
     'client-ca.crt': file('client-ca.crt', client.cert),
@@ -187,20 +238,29 @@ function writePki(dir: string): Pki {
     ...pair('apiserver', serving.issue('kube-apiserver', { serverNames: names })),
     ...pair('kubelet-serving', serving.issue(nodeName, { serverNames: [nodeIp, nodeName] })),
     ...pair('front-proxy-client', frontProxy.issue('front-proxy-client', { client: true })),
-    ...pair('apiserver-kubelet-client', client.issue('kube-apiserver-kubelet-client', { client: true, organizations: ['system:masters'] })),
+    ...pair(
+      'apiserver-kubelet-client',
+      client.issue('kube-apiserver-kubelet-client', { client: true, organizations: ['system:masters'] }),
+    ),
     ...pair('admin', client.issue('admin', { client: true, organizations: ['system:masters'] })),
     ...pair('kubelet', client.issue(`system:node:${nodeName}`, { client: true, organizations: ['system:nodes'] })),
     ...pair('controller-manager', client.issue('system:kube-controller-manager', { client: true })),
     ...pair('scheduler', client.issue('system:kube-scheduler', { client: true })),
     ...pair('kube-proxy', client.issue('system:kube-proxy', { client: true })),
-    'tokens.csv': file('tokens.csv', Object.entries(tokenUsers).map(([user, token]) => `${token},${user},uid-${user}`).join('\n') + '\n'),
+    'tokens.csv': file(
+      'tokens.csv',
+      Object.entries(tokenUsers)
+        .map(([user, token]) => `${token},${user},uid-${user}`)
+        .join('\n') + '\n',
+    ),
   };
   return { serving, client, frontProxy, files };
 }
 
 function kubeconfig(dir: string, name: string, user: { cert: string; key: string } | { token: string }): string {
   const path = join(dir, `${name}.kubeconfig`);
-  const auth = 'token' in user ? `token: ${user.token}` : `client-certificate: ${user.cert}\n    client-key: ${user.key}`;
+  const auth =
+    'token' in user ? `token: ${user.token}` : `client-certificate: ${user.cert}\n    client-key: ${user.key}`;
   writeFileSync(
     path,
     `apiVersion: v1\nkind: Config\nclusters:\n- name: node\n  cluster:\n    server: https://${nodeIp}:6443\n    certificate-authority: ${join(dir, 'serving-ca.crt')}\n` +
@@ -254,7 +314,10 @@ export class NodeCluster {
     let cluster: NodeCluster | undefined;
     try {
       writeFileSync(join(dir, 'resolv.conf'), '');
-      const holder = run('sh', ['-c', `${joinCgroup(cgroup)} exec unshare -n -m --propagation private sh -c '${holderScript}' '${dir}'`]);
+      const holder = run('sh', [
+        '-c',
+        `${joinCgroup(cgroup)} exec unshare -n -m --propagation private sh -c '${holderScript}' '${dir}'`,
+      ]);
       await holder.waitFor(/^holder ready$/m, 30_000);
       cluster = new NodeCluster(dir, cgroup, holder, writePki(dir));
       await cluster.boot(images);
@@ -262,7 +325,10 @@ export class NodeCluster {
       return cluster;
     } catch (err) {
       if (cluster) await cluster.close();
-      else await destroyCgroup(cgroup).finally(() => (rmSync(dir, { recursive: true, force: true }), rmSync(stateFile, { force: true })));
+      else
+        await destroyCgroup(cgroup).finally(
+          () => (rmSync(dir, { recursive: true, force: true }), rmSync(stateFile, { force: true })),
+        );
       throw err;
     }
   }
@@ -276,9 +342,12 @@ export class NodeCluster {
   private component(name: string, argv: string[]): Child {
     const [cmd, args] = this.enter(argv, true);
     const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-    const child = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], { env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` } });
+    const child = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], {
+      env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
+    });
     void child.exited.then((exit) => {
-      if (!this.stopped && name !== 'hub') this.log(`${name} exited (${exit.code ?? exit.signal}):\n${(child.stdout() + child.stderr()).slice(-3000)}`);
+      if (!this.stopped && name !== 'hub')
+        this.log(`${name} exited (${exit.code ?? exit.signal}):\n${(child.stdout() + child.stderr()).slice(-3000)}`);
     });
     this.children.push(child);
     this.components.set(name, child);
@@ -302,8 +371,14 @@ export class NodeCluster {
   }
 
   /** kubectl 1.28 from the reference binaries, as `as` (admin: system:masters). */
-  kubectl(args: string[], opts: { as?: 'admin' | TokenUser; input?: string; timeoutMs?: number } = {}): Promise<Result> {
-    return this.exec([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs[opts.as ?? 'admin']}`, ...args], opts);
+  kubectl(
+    args: string[],
+    opts: { as?: 'admin' | TokenUser; input?: string; timeoutMs?: number } = {},
+  ): Promise<Result> {
+    return this.exec(
+      [join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs[opts.as ?? 'admin']}`, ...args],
+      opts,
+    );
   }
 
   /** The same, throwing with kubectl's stderr unless it exits 0; resolves with stdout. */
@@ -334,10 +409,24 @@ export class NodeCluster {
     mkdirSync(join(d, 'cni'), { recursive: true });
     writeFileSync(join(d, 'cni', '10-spoke-node.conflist'), JSON.stringify(cniConfig));
     this.component('containerd', ['containerd', `--config=${this.file('containerd.toml', containerdConfig(d))}`]);
-    const etcd = this.component('etcd', [bin('etcd'), '--name=node', `--data-dir=${join(d, 'etcd')}`, '--listen-client-urls=http://127.0.0.1:2379', '--advertise-client-urls=http://127.0.0.1:2379', '--listen-peer-urls=http://127.0.0.1:2380', '--initial-advertise-peer-urls=http://127.0.0.1:2380', '--initial-cluster=node=http://127.0.0.1:2380']);
+    const etcd = this.component('etcd', [
+      bin('etcd'),
+      '--name=node',
+      `--data-dir=${join(d, 'etcd')}`,
+      '--listen-client-urls=http://127.0.0.1:2379',
+      '--advertise-client-urls=http://127.0.0.1:2379',
+      '--listen-peer-urls=http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls=http://127.0.0.1:2380',
+      '--initial-cluster=node=http://127.0.0.1:2380',
+    ]);
     // Images go in while the control plane comes up: the pause image must be there before the first sandbox.
     const imported = (async () => {
-      await waitUntilAsync(async () => existsSync(this.containerdSocket) && (await this.ctr(['version'])).code === 0, 60_000, 'containerd', 100);
+      await waitUntilAsync(
+        async () => existsSync(this.containerdSocket) && (await this.ctr(['version'])).code === 0,
+        60_000,
+        'containerd',
+        100,
+      );
       for (const archive of await images(d)) {
         const r = await this.ctr(['-n', 'k8s.io', 'images', 'import', archive], 600_000);
         if (r.code !== 0) throw new Error(`ctr images import ${archive}: ${r.stderr}`);
@@ -345,32 +434,94 @@ export class NodeCluster {
     })();
     await etcd.waitFor(/ready to serve client requests/, 60_000);
     // prettier-ignore
-    this.component('kube-apiserver', [bin('kube-apiserver'), `--advertise-address=${nodeIp}`, '--bind-address=0.0.0.0', '--secure-port=6443', '--etcd-servers=http://127.0.0.1:2379',
-      `--tls-cert-file=${f['apiserver.crt']}`, `--tls-private-key-file=${f['apiserver.key']}`, `--client-ca-file=${f['client-ca.crt']}`, `--token-auth-file=${f['tokens.csv']}`,
-      '--authorization-mode=Node,RBAC', '--enable-admission-plugins=NodeRestriction', `--service-cluster-ip-range=${serviceCidr}`,
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local', `--service-account-key-file=${f['sa.key']}`, `--service-account-signing-key-file=${f['sa.key']}`,
-      `--kubelet-client-certificate=${f['apiserver-kubelet-client.crt']}`, `--kubelet-client-key=${f['apiserver-kubelet-client.key']}`, '--kubelet-preferred-address-types=InternalIP',
-      `--requestheader-client-ca-file=${f['front-proxy-ca.crt']}`, '--requestheader-allowed-names=front-proxy-client', '--requestheader-username-headers=X-Remote-User',
-      '--requestheader-group-headers=X-Remote-Group', '--requestheader-extra-headers-prefix=X-Remote-Extra-', `--proxy-client-cert-file=${f['front-proxy-client.crt']}`, `--proxy-client-key-file=${f['front-proxy-client.key']}`,
-      '--profiling=false']);
-    await waitUntilAsync(async () => (await this.kubectl(['get', '--raw', '/readyz'], { timeoutMs: 10_000 })).stdout === 'ok', 120_000, `kube-apiserver /readyz${this.diagnostics()}`, 250);
-    const cm = kubeconfig(d, 'controller-manager', { cert: f['controller-manager.crt']!, key: f['controller-manager.key']! });
+    this.component('kube-apiserver', [
+      bin('kube-apiserver'),
+      `--advertise-address=${nodeIp}`,
+      '--bind-address=0.0.0.0',
+      '--secure-port=6443',
+      '--etcd-servers=http://127.0.0.1:2379',
+      `--tls-cert-file=${f['apiserver.crt']}`,
+      `--tls-private-key-file=${f['apiserver.key']}`,
+      `--client-ca-file=${f['client-ca.crt']}`,
+      `--token-auth-file=${f['tokens.csv']}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
+      `--service-cluster-ip-range=${serviceCidr}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${f['sa.key']}`,
+      `--service-account-signing-key-file=${f['sa.key']}`,
+      `--kubelet-client-certificate=${f['apiserver-kubelet-client.crt']}`,
+      `--kubelet-client-key=${f['apiserver-kubelet-client.key']}`,
+      '--kubelet-preferred-address-types=InternalIP',
+      `--requestheader-client-ca-file=${f['front-proxy-ca.crt']}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${f['front-proxy-client.crt']}`,
+      `--proxy-client-key-file=${f['front-proxy-client.key']}`,
+      '--profiling=false',
+    ]);
+    await waitUntilAsync(
+      async () => (await this.kubectl(['get', '--raw', '/readyz'], { timeoutMs: 10_000 })).stdout === 'ok',
+      120_000,
+      `kube-apiserver /readyz${this.diagnostics()}`,
+      250,
+    );
+    const cm = kubeconfig(d, 'controller-manager', {
+      cert: f['controller-manager.crt']!,
+      key: f['controller-manager.key']!,
+    });
     // prettier-ignore
-    this.component('kube-controller-manager', [bin('kube-controller-manager'), `--kubeconfig=${cm}`, `--authentication-kubeconfig=${cm}`, `--authorization-kubeconfig=${cm}`,
-      `--service-account-private-key-file=${f['sa.key']}`, `--root-ca-file=${f['serving-ca.crt']}`, `--cluster-signing-cert-file=${f['client-ca.crt']}`, `--cluster-signing-key-file=${f['client-ca.key']}`,
-      '--use-service-account-credentials=true', '--leader-elect=false', '--bind-address=127.0.0.1']);
+    this.component('kube-controller-manager', [
+      bin('kube-controller-manager'),
+      `--kubeconfig=${cm}`,
+      `--authentication-kubeconfig=${cm}`,
+      `--authorization-kubeconfig=${cm}`,
+      `--service-account-private-key-file=${f['sa.key']}`,
+      `--root-ca-file=${f['serving-ca.crt']}`,
+      `--cluster-signing-cert-file=${f['client-ca.crt']}`,
+      `--cluster-signing-key-file=${f['client-ca.key']}`,
+      '--use-service-account-credentials=true',
+      '--leader-elect=false',
+      '--bind-address=127.0.0.1',
+    ]);
     const sched = kubeconfig(d, 'scheduler', { cert: f['scheduler.crt']!, key: f['scheduler.key']! });
-    this.component('kube-scheduler', [bin('kube-scheduler'), `--kubeconfig=${sched}`, `--authentication-kubeconfig=${sched}`, `--authorization-kubeconfig=${sched}`, '--leader-elect=false', '--bind-address=127.0.0.1']);
+    this.component('kube-scheduler', [
+      bin('kube-scheduler'),
+      `--kubeconfig=${sched}`,
+      `--authentication-kubeconfig=${sched}`,
+      `--authorization-kubeconfig=${sched}`,
+      '--leader-elect=false',
+      '--bind-address=127.0.0.1',
+    ]);
     await this.startClusterDns();
     const proxy = kubeconfig(d, 'kube-proxy', { cert: f['kube-proxy.crt']!, key: f['kube-proxy.key']! });
-    this.component('kube-proxy', [bin('kube-proxy'), `--config=${this.file('kube-proxy.yaml', kubeProxyConfig(proxy))}`]);
+    this.component('kube-proxy', [
+      bin('kube-proxy'),
+      `--config=${this.file('kube-proxy.yaml', kubeProxyConfig(proxy))}`,
+    ]);
     await imported;
     const kubelet = kubeconfig(d, 'kubelet', { cert: f['kubelet.crt']!, key: f['kubelet.key']! });
     // prettier-ignore
-    this.component('kubelet', [bin('kubelet'), `--config=${this.file('kubelet.yaml', kubeletConfig(d, this.pki, this.cgroup))}`, `--kubeconfig=${kubelet}`,
-      '--root-dir=/var/lib/kubelet', `--node-ip=${nodeIp}`, `--hostname-override=${nodeName}`, '--v=1']);
-    await waitUntilAsync(async () => (await this.kubectl(['get', 'node', nodeName])).code === 0, 120_000, `the node to register${this.diagnostics()}`, 500);
-    await this.kubectlOk(['wait', '--for=condition=Ready', `node/${nodeName}`, '--timeout=120s'], { timeoutMs: 130_000 });
+    this.component('kubelet', [
+      bin('kubelet'),
+      `--config=${this.file('kubelet.yaml', kubeletConfig(d, this.pki, this.cgroup))}`,
+      `--kubeconfig=${kubelet}`,
+      '--root-dir=/var/lib/kubelet',
+      `--node-ip=${nodeIp}`,
+      `--hostname-override=${nodeName}`,
+      '--v=1',
+    ]);
+    await waitUntilAsync(
+      async () => (await this.kubectl(['get', 'node', nodeName])).code === 0,
+      120_000,
+      `the node to register${this.diagnostics()}`,
+      500,
+    );
+    await this.kubectlOk(['wait', '--for=condition=Ready', `node/${nodeName}`, '--timeout=120s'], {
+      timeoutMs: 130_000,
+    });
   }
 
   private ctr(args: string[], timeoutMs = 30_000): Promise<Result> {
@@ -393,17 +544,40 @@ export class NodeCluster {
     };
     write();
     // prettier-ignore
-    const dnsmasq = this.component('dnsmasq', ['dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv', '--no-hosts', `--addn-hosts=${hosts}`, '--local=/cluster.local/',
-      `--listen-address=${nodeIp}`, '--bind-interfaces', '--port=53', `--pid-file=${join(this.dir, 'dnsmasq.pid')}`, '--user=root', '--log-facility=-']);
+    const dnsmasq = this.component('dnsmasq', [
+      'dnsmasq',
+      '--keep-in-foreground',
+      '--conf-file=/dev/null',
+      '--no-resolv',
+      '--no-hosts',
+      `--addn-hosts=${hosts}`,
+      '--local=/cluster.local/',
+      `--listen-address=${nodeIp}`,
+      '--bind-interfaces',
+      '--port=53',
+      `--pid-file=${join(this.dir, 'dnsmasq.pid')}`,
+      '--user=root',
+      '--log-facility=-',
+    ]);
     await dnsmasq.waitFor(/started, version/, 30_000);
     await this.kubectlOk(['apply', '-f', '-'], {
-      input: `apiVersion: v1\nkind: Service\nmetadata: {name: kube-dns, namespace: kube-system}\nspec:\n  clusterIP: ${clusterDnsIp}\n  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]\n---\n` +
+      input:
+        `apiVersion: v1\nkind: Service\nmetadata: {name: kube-dns, namespace: kube-system}\nspec:\n  clusterIP: ${clusterDnsIp}\n  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]\n---\n` +
         `apiVersion: v1\nkind: Endpoints\nmetadata: {name: kube-dns, namespace: kube-system}\nsubsets:\n- addresses: [{ip: ${nodeIp}}]\n  ports: [{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]\n`,
     });
     // One line per watch event; every change rewrites the hosts file and tells dnsmasq (SIGHUP).
     const watch = () => {
-      const [cmd, args] = this.enter([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs.admin}`, 'get', 'services', '--all-namespaces', '--watch', '--output-watch-events',
-        '-o', 'jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} {.object.spec.clusterIP}{"\\n"}']);
+      const [cmd, args] = this.enter([
+        join(this.binDir, 'kubectl'),
+        `--kubeconfig=${this.kubeconfigs.admin}`,
+        'get',
+        'services',
+        '--all-namespaces',
+        '--watch',
+        '--output-watch-events',
+        '-o',
+        'jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} {.object.spec.clusterIP}{"\\n"}',
+      ]);
       const w = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
       this.servicesWatch = w;
       let partial = '';
@@ -425,7 +599,12 @@ export class NodeCluster {
       });
     };
     watch();
-    await waitUntilAsync(async () => (await this.dig(nodeIp, 'kubernetes.default.svc.cluster.local')).trim() === '10.96.0.1', 60_000, 'dnsmasq to answer kubernetes.default.svc.cluster.local', 250);
+    await waitUntilAsync(
+      async () => (await this.dig(nodeIp, 'kubernetes.default.svc.cluster.local')).trim() === '10.96.0.1',
+      60_000,
+      'dnsmasq to answer kubernetes.default.svc.cluster.local',
+      250,
+    );
   }
 
   /** dig's short answer for `name` at `server`:53, from the node. */
@@ -437,12 +616,32 @@ export class NodeCluster {
   async startHub(agentTls: { ca: string; cert: string; key: string }): Promise<string> {
     const socket = join(this.dir, 'hub.sock');
     // prettier-ignore
-    const hub = this.component('hub', [join(anpV036BinDir()!, 'proxy-server'), '--mode=grpc', `--uds-name=${socket}`, '--server-port=0', '--proxy-strategies=destHost', '--server-count=1', '--server-id=hub-0',
-      `--agent-bind-address=${nodeIp}`, `--agent-port=${hubAgentPort}`, `--cluster-ca-cert=${agentTls.ca}`, `--cluster-cert=${agentTls.cert}`, `--cluster-key=${agentTls.key}`,
-      '--health-bind-address=127.0.0.1', '--health-port=8092', '--admin-bind-address=127.0.0.1', '--admin-port=8095', '-v=2']);
+    const hub = this.component('hub', [
+      join(anpV036BinDir()!, 'proxy-server'),
+      '--mode=grpc',
+      `--uds-name=${socket}`,
+      '--server-port=0',
+      '--proxy-strategies=destHost',
+      '--server-count=1',
+      '--server-id=hub-0',
+      `--agent-bind-address=${nodeIp}`,
+      `--agent-port=${hubAgentPort}`,
+      `--cluster-ca-cert=${agentTls.ca}`,
+      `--cluster-cert=${agentTls.cert}`,
+      `--cluster-key=${agentTls.key}`,
+      '--health-bind-address=127.0.0.1',
+      '--health-port=8092',
+      '--admin-bind-address=127.0.0.1',
+      '--admin-port=8095',
+      '-v=2',
+    ]);
     this.hubChild = hub;
     await hub.waitFor(/Starting health server for healthchecks/, 30_000);
-    await waitUntilAsync(async () => existsSync(socket) && statSync(socket).isSocket(), 10_000, 'the hub\'s Unix socket');
+    await waitUntilAsync(
+      async () => existsSync(socket) && statSync(socket).isSocket(),
+      10_000,
+      "the hub's Unix socket",
+    );
     return socket;
   }
 
@@ -473,7 +672,10 @@ export class NodeCluster {
 }
 
 /** Shell text that moves the shell itself into every hierarchy's cgroup at `path` (its children follow). */
-const joinCgroup = (path: string) => hierarchies().map((h) => `echo $$ > ${join(cgroupRoot, h, path, 'cgroup.procs')};`).join(' ');
+const joinCgroup = (path: string) =>
+  hierarchies()
+    .map((h) => `echo $$ > ${join(cgroupRoot, h, path, 'cgroup.procs')};`)
+    .join(' ');
 
 /** Run by the holder inside its new namespaces; no single quotes (it is quoted once). */
 const holderScript = [
@@ -503,7 +705,14 @@ const cniConfig = {
   cniVersion: '1.0.0',
   name: 'spoke-node',
   plugins: [
-    { type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true, hairpinMode: true, ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] } },
+    {
+      type: 'bridge',
+      bridge: 'cni0',
+      isGateway: true,
+      ipMasq: true,
+      hairpinMode: true,
+      ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+    },
     { type: 'portmap', capabilities: { portMappings: true } },
   ],
 };

@@ -26,7 +26,13 @@ async function labelled(ref: string): Promise<string | undefined> {
 }
 
 /** A container from `from`, `files` copied in (path in the image -> file here, mode 0755), committed as `ref`. */
-async function commit(ref: string, from: string, files: Record<string, string>, config: string[], key: string): Promise<void> {
+async function commit(
+  ref: string,
+  from: string,
+  files: Record<string, string>,
+  config: string[],
+  key: string,
+): Promise<void> {
   if ((await labelled(ref)) === key) return;
   const ctr = (await engineOk('buildah', ['from', '--pull=never', from])).trim();
   try {
@@ -38,17 +44,35 @@ async function commit(ref: string, from: string, files: Record<string, string>, 
   }
 }
 
-const hash = (...parts: Array<string | Buffer>) => parts.reduce((h, p) => h.update(p), createHash('sha256')).digest('hex').slice(0, 16);
+const hash = (...parts: Array<string | Buffer>) =>
+  parts
+    .reduce((h, p) => h.update(p), createHash('sha256'))
+    .digest('hex')
+    .slice(0, 16);
 
 export async function buildPauseImage(pauseBinary: string): Promise<string> {
-  await commit(pauseRef, 'scratch', { '/pause': pauseBinary }, ['--entrypoint', '["/pause"]', '--user', '65535:65535'], hash(readFileSync(pauseBinary)));
+  await commit(
+    pauseRef,
+    'scratch',
+    { '/pause': pauseBinary },
+    ['--entrypoint', '["/pause"]', '--user', '65535:65535'],
+    hash(readFileSync(pauseBinary)),
+  );
   return pauseRef;
 }
 
 /** On the runtime stand-in the Dockerfile names (so it shares its layers with the project's image). */
 export async function buildClusterProxyStandIn(): Promise<string> {
-  const runtime = baseImages(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).find((b) => b.kind === 'runtime')!.name;
+  const runtime = baseImages(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8')).find(
+    (b) => b.kind === 'runtime',
+  )!.name;
   const baseId = (await engineOk('podman', ['image', 'inspect', '--format', '{{.Id}}', runtime])).trim();
-  await commit(clusterProxyRef, runtime, { '/agent': sidecars, '/cluster-proxy': sidecars }, ['--entrypoint', '[]', '--user', '65532:65532'], hash(readFileSync(sidecars), baseId));
+  await commit(
+    clusterProxyRef,
+    runtime,
+    { '/agent': sidecars, '/cluster-proxy': sidecars },
+    ['--entrypoint', '[]', '--user', '65532:65532'],
+    hash(readFileSync(sidecars), baseId),
+  );
   return clusterProxyRef;
 }

@@ -44,8 +44,22 @@ export function emulatedPod(spec: PodSpec): Pod {
     writeFileSync(join(dir, path), content);
   };
   const aliases = Object.entries(spec.hostAliases).map(([name, ip]) => `${ip}\t${name}`);
-  put('/etc/hosts', ['# Kubernetes-managed hosts file.', '127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback', '', '# Entries added by HostAliases.', ...aliases, ''].join('\n'));
-  put('/etc/resolv.conf', `search ${spec.namespace}.svc.cluster.local svc.cluster.local cluster.local\nnameserver ${spec.nameserver}\noptions ndots:5\n`);
+  put(
+    '/etc/hosts',
+    [
+      '# Kubernetes-managed hosts file.',
+      '127.0.0.1\tlocalhost',
+      '::1\tlocalhost ip6-localhost ip6-loopback',
+      '',
+      '# Entries added by HostAliases.',
+      ...aliases,
+      '',
+    ].join('\n'),
+  );
+  put(
+    '/etc/resolv.conf',
+    `search ${spec.namespace}.svc.cluster.local svc.cluster.local cluster.local\nnameserver ${spec.nameserver}\noptions ndots:5\n`,
+  );
   for (const [path, content] of Object.entries(spec.etcFiles)) put(path, content);
   put(`${serviceAccountPath}/token`, spec.serviceAccount.token);
   put(`${serviceAccountPath}/ca.crt`, spec.serviceAccount.caCert);

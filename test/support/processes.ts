@@ -21,7 +21,11 @@ export interface Child {
 }
 
 /** SIGTERM, then SIGKILL if it has not exited within `graceMs` (a Go binary may ignore SIGTERM while draining). */
-export async function terminate(child: { kill(signal: NodeJS.Signals): unknown }, exited: Promise<unknown>, graceMs: number): Promise<void> {
+export async function terminate(
+  child: { kill(signal: NodeJS.Signals): unknown },
+  exited: Promise<unknown>,
+  graceMs: number,
+): Promise<void> {
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
@@ -38,7 +42,9 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
   child.stderr!.on('data', (c: Buffer) => ((err += c.toString()), wake()));
   let done = false;
   // `done` before the waiters wake, so a waitFor learns of the exit now rather than at its timeout.
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => ((done = true), resolve({ code, signal }), wake())));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => ((done = true), resolve({ code, signal }), wake())),
+  );
   return {
     pid: child.pid!,
     stdout: () => out,
@@ -56,7 +62,10 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
           if (m) return finish(() => resolve(m));
           if (done) return finish(() => reject(new Error(`exited before printing ${re}:\n${out}\n${err}`)));
         };
-        const timer = setTimeout(() => finish(() => reject(new Error(`timed out waiting for ${re}:\n${out}\n${err}`))), timeoutMs);
+        const timer = setTimeout(
+          () => finish(() => reject(new Error(`timed out waiting for ${re}:\n${out}\n${err}`))),
+          timeoutMs,
+        );
         const finish = (f: () => void) => {
           clearTimeout(timer);
           waiters.delete(check);
@@ -76,7 +85,10 @@ let built = false;
  */
 export function buildDist(): string {
   if (!built) {
-    execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/build.ts')], { cwd: repoRoot, stdio: 'pipe' });
+    execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/build.ts')], {
+      cwd: repoRoot,
+      stdio: 'pipe',
+    });
     built = true;
   }
   return join(repoRoot, 'dist/cmd/main.js');
@@ -93,7 +105,12 @@ export function runCli(args: string[], opts: SpawnOptions = {}): Child {
  */
 export function copyOfRepo(opts: { linkNodeModules: boolean }): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-agent-copy-'));
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: repoRoot, encoding: 'utf8' }).split('\0').filter(Boolean);
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+  })
+    .split('\0')
+    .filter(Boolean);
   for (const file of files) {
     const from = join(repoRoot, file);
     if (!existsSync(from)) continue; // deleted in the work tree, not yet committed
@@ -103,4 +120,3 @@ export function copyOfRepo(opts: { linkNodeModules: boolean }): { dir: string; r
   if (opts.linkNodeModules) symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
-

@@ -29,15 +29,22 @@ export function promqlNames(expr: string): PromqlNames {
     .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`/g, (s) => `"${strings.push(s.slice(1, -1)) - 1}"`)
     // Grafana variables outside strings ($__rate_interval in a range, $__range).
     .replace(/\$\{?\w+\}?/g, ' ')
-    .replace(/(?<![\w:])([a-zA-Z_:][\w:]*)?(\s*)\{([^}]*)\}/g, (_, metric: string | undefined, space: string, list: string) => {
-      for (const m of list.matchAll(/([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"(\d+)"/g)) {
-        labels.add(m[1]!);
-        if (metric) matchers.push({ metric, label: m[1]!, op: m[2] as Matcher['op'], value: strings[Number(m[3])]! });
-      }
-      return `${metric ?? ''}${space} `;
-    })
+    .replace(
+      /(?<![\w:])([a-zA-Z_:][\w:]*)?(\s*)\{([^}]*)\}/g,
+      (_, metric: string | undefined, space: string, list: string) => {
+        for (const m of list.matchAll(/([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"(\d+)"/g)) {
+          labels.add(m[1]!);
+          if (metric) matchers.push({ metric, label: m[1]!, op: m[2] as Matcher['op'], value: strings[Number(m[3])]! });
+        }
+        return `${metric ?? ''}${space} `;
+      },
+    )
     .replace(/\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)/g, (_, list: string) => {
-      for (const l of list.split(',').map((s) => s.trim()).filter(Boolean)) labels.add(l);
+      for (const l of list
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean))
+        labels.add(l);
       return ' ';
     })
     .replace(/\[[^\]]*\]/g, ' ');

@@ -15,7 +15,20 @@
 // a property of this machine, not of the real base images.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,9 +57,19 @@ export function baseImages(dockerfile: string): BaseImage[] {
     if (!stages.has(from)) {
       const build = /^(?:docker\.io\/)?(?:library\/)?node:(\d+)-([a-z]+)$/.exec(from);
       const runtime = /^gcr\.io\/distroless\/nodejs(\d+)-debian(\d+):nonroot$/.exec(from);
-      if (build) bases.push({ name: `docker.io/library/node:${build[1]}-${build[2]}`, kind: 'build', nodeMajor: build[1]!, suite: build[2]! });
-      else if (runtime && debianSuites[runtime[2]!]) bases.push({ name: from, kind: 'runtime', nodeMajor: runtime[1]!, suite: debianSuites[runtime[2]!]! });
-      else throw new Error(`no stand-in for FROM ${from}: test/support/stand-in-images.ts makes node:<major>-<suite> and gcr.io/distroless/nodejs<major>-debian<12|13>:nonroot`);
+      if (build)
+        bases.push({
+          name: `docker.io/library/node:${build[1]}-${build[2]}`,
+          kind: 'build',
+          nodeMajor: build[1]!,
+          suite: build[2]!,
+        });
+      else if (runtime && debianSuites[runtime[2]!])
+        bases.push({ name: from, kind: 'runtime', nodeMajor: runtime[1]!, suite: debianSuites[runtime[2]!]! });
+      else
+        throw new Error(
+          `no stand-in for FROM ${from}: test/support/stand-in-images.ts makes node:<major>-<suite> and gcr.io/distroless/nodejs<major>-debian<12|13>:nonroot`,
+        );
     }
     if (as) stages.add(as);
   }
@@ -55,7 +78,9 @@ export function baseImages(dockerfile: string): BaseImage[] {
 
 /** The Node version package.json pins (devDependency `node`), the one both stand-ins carry. */
 export function pinnedNodeVersion(): string {
-  const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+  const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+    devDependencies: Record<string, string>;
+  };
   const v = pkg.devDependencies.node;
   if (!v || !/^\d+\.\d+\.\d+$/.test(v)) throw new Error(`package.json pins no exact devDependency node (found ${v})`);
   return v;
@@ -65,17 +90,26 @@ export function pinnedNodeVersion(): string {
 export function debianMirror(): string {
   const texts: string[] = [];
   for (const dir of ['/etc/apt/sources.list.d']) {
-    if (existsSync(dir)) for (const f of readdirSync(dir).sort()) if (/\.(sources|list)$/.test(f)) texts.push(readFileSync(join(dir, f), 'utf8'));
+    if (existsSync(dir))
+      for (const f of readdirSync(dir).sort())
+        if (/\.(sources|list)$/.test(f)) texts.push(readFileSync(join(dir, f), 'utf8'));
   }
   if (existsSync('/etc/apt/sources.list')) texts.unshift(readFileSync('/etc/apt/sources.list', 'utf8'));
-  const uris = texts.flatMap((t) => [...t.matchAll(/^URIs:\s*(\S+)/gm), ...t.matchAll(/^deb\s+(?:\[[^\]]*\]\s+)?(\S+)/gm)].map((m) => m[1]!));
+  const uris = texts.flatMap((t) =>
+    [...t.matchAll(/^URIs:\s*(\S+)/gm), ...t.matchAll(/^deb\s+(?:\[[^\]]*\]\s+)?(\S+)/gm)].map((m) => m[1]!),
+  );
   const mirror = uris.find((u) => /^https?:/.test(u) && !/security/.test(u));
   if (!mirror) throw new Error('no Debian mirror in /etc/apt/sources.list or sources.list.d');
   return mirror;
 }
 
 const hostCaDir = '/usr/local/share/ca-certificates';
-const hostCas = () => (existsSync(hostCaDir) ? readdirSync(hostCaDir).filter((f) => f.endsWith('.crt')).sort() : []);
+const hostCas = () =>
+  existsSync(hostCaDir)
+    ? readdirSync(hostCaDir)
+        .filter((f) => f.endsWith('.crt'))
+        .sort()
+    : [];
 
 function inputsKey(base: BaseImage, node: string, npm: string, mirror: string): string {
   const h = createHash('sha256');
@@ -93,13 +127,24 @@ async function labelOf(name: string): Promise<string | undefined> {
 /** An npm package's tarball, from the npm cache or the registry, extracted into a new folder; returns its `package/`. */
 function npmPackage(spec: string, into: string): string {
   const dest = mkdtempSync(join(into, 'npm-'));
-  const file = execFileSync('npm', ['pack', spec, '--silent', '--pack-destination', dest], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 }).trim().split('\n').pop()!;
+  const file = execFileSync('npm', ['pack', spec, '--silent', '--pack-destination', dest], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    timeout: 600_000,
+  })
+    .trim()
+    .split('\n')
+    .pop()!;
   execFileSync('tar', ['-xzf', join(dest, file), '-C', dest]);
   return join(dest, 'package');
 }
 
 /** A working container from scratch, its mounted root, and commit/remove. */
-async function scratch(): Promise<{ root: string; commit(name: string, config: string[]): Promise<void>; remove(): Promise<void> }> {
+async function scratch(): Promise<{
+  root: string;
+  commit(name: string, config: string[]): Promise<void>;
+  remove(): Promise<void>;
+}> {
   const ctr = (await engineOk('buildah', ['from', 'scratch'])).trim();
   const root = (await engineOk('buildah', ['mount', ctr])).trim();
   return {
@@ -112,15 +157,34 @@ async function scratch(): Promise<{ root: string; commit(name: string, config: s
   };
 }
 
-const chroot = (root: string, argv: string[]) => execFileSync('chroot', [root, ...argv], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' }, timeout: 600_000 });
+const chroot = (root: string, argv: string[]) =>
+  execFileSync('chroot', [root, ...argv], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' },
+    timeout: 600_000,
+  });
 
-async function buildStage(base: BaseImage, key: string, node: string, npm: string, mirror: string, work: string): Promise<void> {
+async function buildStage(
+  base: BaseImage,
+  key: string,
+  node: string,
+  npm: string,
+  mirror: string,
+  work: string,
+): Promise<void> {
   const c = await scratch();
   try {
-    execFileSync('debootstrap', ['--variant=minbase', '--include=ca-certificates,build-essential,python3', base.suite, c.root, mirror], { stdio: 'pipe', timeout: 1_800_000 });
+    execFileSync(
+      'debootstrap',
+      ['--variant=minbase', '--include=ca-certificates,build-essential,python3', base.suite, c.root, mirror],
+      { stdio: 'pipe', timeout: 1_800_000 },
+    );
     rmSync(join(c.root, 'var/cache/apt/archives'), { recursive: true, force: true });
     mkdirSync(join(c.root, 'var/cache/apt/archives/partial'), { recursive: true });
-    for (const f of readdirSync(join(c.root, 'var/lib/apt/lists'))) if (f !== 'partial' && f !== 'lock') rmSync(join(c.root, 'var/lib/apt/lists', f), { recursive: true, force: true });
+    for (const f of readdirSync(join(c.root, 'var/lib/apt/lists')))
+      if (f !== 'partial' && f !== 'lock')
+        rmSync(join(c.root, 'var/lib/apt/lists', f), { recursive: true, force: true });
     const cas = hostCas();
     for (const f of cas) copyFileSync(join(hostCaDir, f), join(c.root, 'usr/local/share/ca-certificates', f));
     if (cas.length) chroot(c.root, ['update-ca-certificates']);
@@ -130,15 +194,20 @@ async function buildStage(base: BaseImage, key: string, node: string, npm: strin
     chmodSync(join(c.root, 'usr/local/bin/node'), 0o755);
     cpSync(join(nodePkg, 'include/node'), join(c.root, 'usr/local/include/node'), { recursive: true });
     cpSync(npmPackage(`npm@${npm}`, work), join(c.root, 'usr/local/lib/node_modules/npm'), { recursive: true });
-    for (const bin of ['npm', 'npx']) symlinkSync(`../lib/node_modules/npm/bin/${bin}-cli.js`, join(c.root, 'usr/local/bin', bin));
+    for (const bin of ['npm', 'npx'])
+      symlinkSync(`../lib/node_modules/npm/bin/${bin}-cli.js`, join(c.root, 'usr/local/bin', bin));
     const versions = chroot(c.root, ['sh', '-c', 'node --version && npm --version && cc --version | head -1']);
     if (!versions.startsWith(`v${node}\n${npm}\n`)) throw new Error(`the build stand-in's Node and npm: ${versions}`);
     await c.commit(base.name, [
-      '--env', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-      '--env', `NODE_VERSION=${node}`,
+      '--env',
+      'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+      '--env',
+      `NODE_VERSION=${node}`,
       ...(cas.length ? ['--env', 'NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt'] : []),
-      '--cmd', 'node',
-      '--label', `${label}=${key}`,
+      '--cmd',
+      'node',
+      '--label',
+      `${label}=${key}`,
     ]);
   } finally {
     await c.remove();
@@ -165,24 +234,42 @@ async function runtimeStage(base: BaseImage, key: string, from: string): Promise
       };
       put('/nodejs/bin/node', readFileSync(join(src, 'usr/local/bin/node')), 0o755);
       // Each library at the path the loader asks for (symlinks followed), as distroless lays them out.
-      for (const lib of sharedLibraries(src, '/usr/local/bin/node')) put(lib, readFileSync(join(src, execFileSync('chroot', [src, 'readlink', '-f', lib], { encoding: 'utf8' }).trim())), 0o755);
-      put('/etc/passwd', 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n');
+      for (const lib of sharedLibraries(src, '/usr/local/bin/node'))
+        put(
+          lib,
+          readFileSync(join(src, execFileSync('chroot', [src, 'readlink', '-f', lib], { encoding: 'utf8' }).trim())),
+          0o755,
+        );
+      put(
+        '/etc/passwd',
+        'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n',
+      );
       put('/etc/group', 'root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n');
-      put('/etc/nsswitch.conf', 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n');
+      put(
+        '/etc/nsswitch.conf',
+        'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n',
+      );
       put('/etc/ssl/certs/ca-certificates.crt', readFileSync(join(src, 'etc/ssl/certs/ca-certificates.crt')));
       for (const d of ['tmp', 'home/nonroot', 'root']) mkdirSync(join(c.root, d), { recursive: true });
       chmodSync(join(c.root, 'tmp'), 0o1777);
       chmodSync(join(c.root, 'home/nonroot'), 0o700);
       chownSync(join(c.root, 'home/nonroot'), 65532, 65532);
       chmodSync(join(c.root, 'root'), 0o700);
-      for (const shell of ['bin/sh', 'usr/bin/sh', 'bin/bash']) if (existsSync(join(c.root, shell))) throw new Error(`the runtime stand-in has ${shell}`);
+      for (const shell of ['bin/sh', 'usr/bin/sh', 'bin/bash'])
+        if (existsSync(join(c.root, shell))) throw new Error(`the runtime stand-in has ${shell}`);
       await c.commit(base.name, [
-        '--user', '65532',
-        '--workingdir', '/home/nonroot',
-        '--entrypoint', '["/nodejs/bin/node"]',
-        '--env', 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-        '--env', 'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt',
-        '--label', `${label}=${key}`,
+        '--user',
+        '65532',
+        '--workingdir',
+        '/home/nonroot',
+        '--entrypoint',
+        '["/nodejs/bin/node"]',
+        '--env',
+        'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        '--env',
+        'SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt',
+        '--label',
+        `${label}=${key}`,
       ]);
     } finally {
       await c.remove();
@@ -208,8 +295,13 @@ export async function ensureStandIns(dockerfile: string): Promise<StandIns> {
   const bases = baseImages(dockerfile);
   const node = pinnedNodeVersion();
   const npm = npmVersions[node];
-  if (!npm) throw new Error(`test/support/stand-in-images.ts: add the npm version the official node:${node} image ships to npmVersions`);
-  for (const b of bases) if (b.nodeMajor !== node.split('.')[0]) throw new Error(`FROM ${b.name} is Node ${b.nodeMajor}, package.json pins Node ${node}`);
+  if (!npm)
+    throw new Error(
+      `test/support/stand-in-images.ts: add the npm version the official node:${node} image ships to npmVersions`,
+    );
+  for (const b of bases)
+    if (b.nodeMajor !== node.split('.')[0])
+      throw new Error(`FROM ${b.name} is Node ${b.nodeMajor}, package.json pins Node ${node}`);
   const mirror = debianMirror();
   const built: string[] = [];
   return withCacheLock('stand-ins', 3_600_000, async () => {
@@ -223,7 +315,10 @@ export async function ensureStandIns(dockerfile: string): Promise<StandIns> {
           if (kind === 'build') await buildStage(base, key, node, npm, mirror, work);
           else {
             const from = bases.find((b) => b.kind === 'build' && b.suite === base.suite)?.name;
-            if (!from) throw new Error(`the runtime stand-in ${base.name} needs a build stand-in node:${base.nodeMajor}-${base.suite} in the Dockerfile`);
+            if (!from)
+              throw new Error(
+                `the runtime stand-in ${base.name} needs a build stand-in node:${base.nodeMajor}-${base.suite} in the Dockerfile`,
+              );
             await runtimeStage(base, key, from);
           }
           built.push(base.name);

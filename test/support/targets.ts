@@ -132,7 +132,10 @@ export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
 }
 
 /** `clients` loops each running `attempt` until stopped: a steady dial load. `stop` resolves with the count and the errors. */
-export function dialLoad(clients: number, attempt: () => Promise<void>): { stop(): Promise<{ ok: number; failures: string[] }> } {
+export function dialLoad(
+  clients: number,
+  attempt: () => Promise<void>,
+): { stop(): Promise<{ ok: number; failures: string[] }> } {
   let running = true;
   let ok = 0;
   const failures: string[] = [];

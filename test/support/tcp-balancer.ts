@@ -12,11 +12,15 @@ export class TcpBalancer {
   private readonly random = seededRandom(1);
   port = 0;
 
-  constructor(private backends: number[], private readonly policy: 'round-robin' | 'random' = 'round-robin') {
+  constructor(
+    private backends: number[],
+    private readonly policy: 'round-robin' | 'random' = 'round-robin',
+  ) {
     this.server = net.createServer((client) => {
       const live = this.backends;
       if (live.length === 0) return client.destroy();
-      const port = this.policy === 'random' ? live[Math.floor(this.random() * live.length)]! : live[this.next++ % live.length]!;
+      const port =
+        this.policy === 'random' ? live[Math.floor(this.random() * live.length)]! : live[this.next++ % live.length]!;
       const upstream = net.connect(port, '127.0.0.1');
       for (const s of [client, upstream]) {
         this.sockets.add(s);

@@ -1,7 +1,12 @@
 // Polling until a condition holds, with a deadline and an error that says what was awaited.
 
 /** Polls `condition` every `intervalMs` (what a measurement's resolution needs) until it holds. */
-export async function waitUntilAsync(condition: () => Promise<boolean>, timeoutMs: number, what: string, intervalMs = 50): Promise<void> {
+export async function waitUntilAsync(
+  condition: () => Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+  intervalMs = 50,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
