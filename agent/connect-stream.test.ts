@@ -28,7 +28,9 @@ const port = await new Promise<number>((resolve) =>
   server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)),
 );
 const open: AgentSession[] = [];
-afterEach(() => open.splice(0).forEach((s) => s.close()));
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+});
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
 const tlsOptions = {
@@ -97,7 +99,10 @@ const grpcHeaders = { ':status': 200, 'content-type': 'application/grpc', server
 describe('ConnectStream', () => {
   it('sends gRPC request headers with the metadata, and reads the response headers', async () => {
     let seen: http2.IncomingHttpHeaders = {};
-    handler = (stream, headers) => ((seen = headers), stream.respond(grpcHeaders));
+    handler = (stream, headers) => {
+      seen = headers;
+      stream.respond(grpcHeaders);
+    };
     const { stream } = await connect();
     expect(seen).toMatchObject({
       ':method': 'POST',
@@ -236,7 +241,10 @@ describe('ConnectStream', () => {
       {
         key: readFileSync(pki.serverKey),
         cert: readFileSync(pki.serverCert),
-        ALPNCallback: ({ protocols }) => ((offered = protocols), 'h2'),
+        ALPNCallback: ({ protocols }) => {
+          offered = protocols;
+          return 'h2';
+        },
       },
       (s) => s.destroy(),
     );

@@ -1,9 +1,11 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialCancel, DialError, dialTcp, relayTargetReads } from './dialer.js';
+import { DialCancel, type DialError, dialTcp, relayTargetReads } from './dialer.js';
 
 const servers: net.Server[] = [];
-afterEach(() => servers.splice(0).forEach((s) => s.close()));
+afterEach(() => {
+  for (const s of servers.splice(0)) s.close();
+});
 
 function listen(host = '127.0.0.1'): Promise<{ port: number; connections: () => number }> {
   let count = 0;
@@ -105,7 +107,12 @@ describe('dialTcp', () => {
     const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
     const shared = await dialTcp(address, { timeoutMs: 1000, sharedReads: true });
     const copies: Buffer[] = [];
-    expect(relayTargetReads(shared, (chunk) => (copies.push(Buffer.from(chunk)), true))).toBe(true);
+    expect(
+      relayTargetReads(shared, (chunk) => {
+        copies.push(Buffer.from(chunk));
+        return true;
+      }),
+    ).toBe(true);
     await new Promise((r) => shared.once('end', r).resume());
     expect(Buffer.concat(copies).toString()).toBe('0123456789'.repeat(100_000));
     const plain = await dialTcp(address, { timeoutMs: 1000 });

@@ -25,7 +25,10 @@ export function ipAddressBytes(address: string): Uint8Array {
   const all =
     rest === undefined ? left : [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
   const bytes = new Uint8Array(16);
-  all.forEach((g, i) => ((bytes[2 * i] = g >> 8), (bytes[2 * i + 1] = g & 0xff)));
+  all.forEach((g, i) => {
+    bytes[2 * i] = g >> 8;
+    bytes[2 * i + 1] = g & 0xff;
+  });
   if (tail.length) bytes.set(tail, 12);
   return bytes;
 }

@@ -92,11 +92,10 @@ export class AgentMetrics {
       collect() {
         this.reset();
         for (const segment of ['from_agent', 'to_agent'] as const) {
-          packetCounts[segment].forEach(
-            (n, slot) =>
-              n > 0 &&
-              this.inc({ segment, packet_type: slot === unknownTypeSlot ? 'UNKNOWN' : packetTypeName(slot) }, n),
-          );
+          packetCounts[segment].forEach((n, slot) => {
+            if (n > 0)
+              this.inc({ segment, packet_type: slot === unknownTypeSlot ? 'UNKNOWN' : packetTypeName(slot) }, n);
+          });
         }
       },
     });

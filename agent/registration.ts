@@ -152,7 +152,8 @@ export class Registration {
    * for the quiet period), or after `timeoutMs` regardless. Resolves when closed.
    */
   retire(timeoutMs: number, reason: string): Promise<void> {
-    return (this.retirement ??= this.retireWhenQuiet(timeoutMs, reason));
+    this.retirement ??= this.retireWhenQuiet(timeoutMs, reason);
+    return this.retirement;
   }
 
   private async retireWhenQuiet(timeoutMs: number, reason: string): Promise<void> {

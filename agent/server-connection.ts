@@ -30,11 +30,7 @@ export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'iden
 
 export class HandshakeError extends Error {}
 
-export declare interface ServerConnection {
-  on(event: 'closed', listener: (reason: string) => void): this;
-}
-
-export class ServerConnection extends EventEmitter {
+export class ServerConnection extends EventEmitter<{ closed: [reason: string] }> {
   serverID = '';
   serverCount = 1;
   readonly log: Logger;

@@ -46,11 +46,14 @@ function setup(
     });
   const tunnel = new Tunnel({
     sink: {
-      send: (p) => (sent.push(p), opts.writable ? opts.writable() : true),
-      sendData: (id, payload) => (
-        sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }),
-        opts.writable ? opts.writable() : true
-      ),
+      send: (p) => {
+        sent.push(p);
+        return opts.writable ? opts.writable() : true;
+      },
+      sendData: (id, payload) => {
+        sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } });
+        return opts.writable ? opts.writable() : true;
+      },
       whenWritable: (r) => resumers.push(r),
     },
     dial,
@@ -214,7 +217,10 @@ describe('Tunnel', () => {
       dial: (_address, cancel) =>
         new Promise((resolve) => {
           cancel.onCancel = () => (aborted = true);
-          release = () => resolve((produced = duplexPair()[0]));
+          release = () => {
+            produced = duplexPair()[0];
+            resolve(produced);
+          };
         }),
     });
     tunnel.handle(dialReq('77'));
@@ -367,7 +373,10 @@ describe('Tunnel', () => {
     const sockets: net.Socket[] = [];
     const { tunnel, metrics } = setup({
       lingerMs: undefined,
-      dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!),
+      dial: async (address) => {
+        sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
+        return sockets.at(-1)!;
+      },
     });
     try {
       tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
@@ -390,7 +399,10 @@ describe('Tunnel', () => {
     const sockets: net.Socket[] = [];
     const { tunnel, metrics } = setup({
       lingerMs: 300,
-      dial: async (address) => (sockets.push(await dialTcp(address, { timeoutMs: 1000 })), sockets.at(-1)!),
+      dial: async (address) => {
+        sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
+        return sockets.at(-1)!;
+      },
     });
     const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;
     try {
@@ -426,7 +438,7 @@ describe('Tunnel', () => {
     const dataPackets = () => sent.filter((p) => p.type === PacketType.DATA).length;
     expect(dataPackets()).toBe(1);
     writable = true;
-    resumers.splice(0).forEach((r) => r());
+    for (const r of resumers.splice(0)) r();
     await tick();
     expect(dataPackets()).toBe(2);
   });

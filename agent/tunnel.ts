@@ -74,8 +74,14 @@ export class Tunnel {
       onUnderBudget: (c) => this.release(c),
     };
     this.leaveBudget = opts.budget.addBrake({
-      pause: () => ((this.budgetBraked = true), this.updatePause()),
-      resume: () => ((this.budgetBraked = false), this.updatePause()),
+      pause: () => {
+        this.budgetBraked = true;
+        this.updatePause();
+      },
+      resume: () => {
+        this.budgetBraked = false;
+        this.updatePause();
+      },
     });
   }
 

@@ -358,7 +358,7 @@ describe('tables', () => {
 });
 
 describe('OpenAPI', () => {
-  /* eslint-disable @typescript-eslint/no-explicit-any -- documents are plain JSON */
+  // biome-ignore lint/suspicious/noExplicitAny: documents are plain JSON, read by path
   type Json = Record<string, any>;
   const v3 = JSON.parse(openApiV3().body) as Json;
   const v2 = JSON.parse(openApiV2().body) as Json;
@@ -432,9 +432,9 @@ describe('OpenAPI', () => {
     ms: 0.5,
   };
   const served = {
-    [`io.spoke-agent.dns.v1alpha1.Resolution`]: [resolution(explanation)],
-    [`io.spoke-agent.dns.v1alpha1.RuleList`]: [ruleList(new RuleHolder(rules.value))],
-    [`io.spoke-agent.dns.v1alpha1.Query`]: log.entries().map((e) => query(e, log)),
+    'io.spoke-agent.dns.v1alpha1.Resolution': [resolution(explanation)],
+    'io.spoke-agent.dns.v1alpha1.RuleList': [ruleList(new RuleHolder(rules.value))],
+    'io.spoke-agent.dns.v1alpha1.Query': log.entries().map((e) => query(e, log)),
   };
 
   it('describes every field of every object the API serves, in both documents', () => {

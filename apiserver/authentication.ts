@@ -114,7 +114,8 @@ function fromHeaders(rh: RequestHeaderConfig, headers: RequestCredentials['heade
     if (!prefix || !values) continue;
     // Extra keys arrive escaped (client-go's headerKeyEscape): %XX for what a header name cannot hold.
     const key = decodeSegment(name.slice(prefix.length)).toLowerCase();
-    (extra[key] ??= []).push(...values);
+    extra[key] ??= [];
+    extra[key].push(...values);
   }
   return { username, ...(uid !== undefined ? { uid } : {}), groups, ...(Object.keys(extra).length ? { extra } : {}) };
 }

@@ -3,7 +3,7 @@
 // certificate of the bundle, every link signed and in its validity period, and the leaf usable for
 // client authentication. The TLS layer does not decide this: one port serves two bundles (front
 // proxy and client CA) and the answer differs by bundle.
-import { X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import forge from 'node-forge';
 
 const clientAuth = '1.3.6.1.5.5.7.3.2';

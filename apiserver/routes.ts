@@ -190,7 +190,7 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       if (!read) return onlyVerbs(resources.resolutions.verbs, resources.resolutions.name);
       if (!how) return notAcceptable(accept, true);
       const asked = decodeSegment(name);
-      let object;
+      let object: ReturnType<typeof resolution>;
       try {
         object = resolution(await explain(deps.resolver, asked, url.searchParams.get('type') ?? 'A'));
       } catch (err) {

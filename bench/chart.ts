@@ -14,7 +14,7 @@ const [minLog, maxLog] = [-2, 1];
 const x = (ratio: number) =>
   labelWidth + ((Math.min(maxLog, Math.max(minLog, Math.log10(ratio))) - minLog) / (maxLog - minLog)) * barArea;
 
-const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+const escapeXml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** The rows worth a bar: a target, a reference agent or server, or the same connection alone (slow consumer). */
 export function chartRows(rows: Row[]): Row[] {
@@ -40,7 +40,7 @@ export function resultsSvg(rows: Row[], title: string): string {
   const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="10" y="20" font-size="15" font-weight="bold">${escape(title)}</text>`,
+    `<text x="10" y="20" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
     `<text x="10" y="38" fill="#555">ratio = ours / reference, same run (log scale). Green: target met; red: not met; blue: no target. Read each row's unit: for latency and memory, lower is better.</text>`,
   ];
   for (const tick of [0.01, 0.1, 1, 10]) {
@@ -52,20 +52,20 @@ export function resultsSvg(rows: Row[], title: string): string {
   lines.forEach((line, i) => {
     const y = top + i * rowHeight;
     if ('heading' in line) {
-      out.push(`<text x="10" y="${y + 15}" font-weight="bold">${escape(line.heading)}</text>`);
+      out.push(`<text x="10" y="${y + 15}" font-weight="bold">${escapeXml(line.heading)}</text>`);
       return;
     }
     const { row: r, label } = line;
     const colour = r.target ? (r.target.met ? '#2e7d32' : '#c62828') : '#1565c0';
     const [from, to] = [x(1), x(r.ratio!)].sort((a, b) => a - b) as [number, number];
     out.push(
-      `<text x="${labelWidth - 8}" y="${y + 14}" text-anchor="end">${escape(label.length > 95 ? `${label.slice(0, 94)}…` : label)}</text>`,
+      `<text x="${labelWidth - 8}" y="${y + 14}" text-anchor="end">${escapeXml(label.length > 95 ? `${label.slice(0, 94)}…` : label)}</text>`,
     );
     out.push(
       `<rect x="${from}" y="${y + 3}" width="${Math.max(1, to - from)}" height="${rowHeight - 8}" fill="${colour}"/>`,
     );
     out.push(
-      `<text x="${Math.max(from, to) + 4}" y="${y + 14}">x${fmt(r.ratio!)} vs ${escape(r.baseline!.subject)}</text>`,
+      `<text x="${Math.max(from, to) + 4}" y="${y + 14}">x${fmt(r.ratio!)} vs ${escapeXml(r.baseline!.subject)}</text>`,
     );
   });
   out.push('</svg>');

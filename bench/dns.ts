@@ -180,11 +180,15 @@ async function startDnsmasq(upstreamPort: number, ttl: number): Promise<{ port: 
   // It logs "started" once it listens, or exits with the reason.
   const started = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), 5000);
-    proc.child.stderr!.on(
-      'data',
-      (c: Buffer) => c.toString().includes('started') && (clearTimeout(timer), resolve(true)),
-    );
-    proc.child.once('exit', () => (clearTimeout(timer), resolve(false)));
+    proc.child.stderr!.on('data', (c: Buffer) => {
+      if (!c.toString().includes('started')) return;
+      clearTimeout(timer);
+      resolve(true);
+    });
+    proc.child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(false);
+    });
   });
   if (!started) {
     await proc.stop();

@@ -111,12 +111,15 @@ export class Proc {
       this.child.stdout!.on('data', (c: Buffer) => {
         buf += c.toString();
         const nl = buf.indexOf('\n');
-        if (nl >= 0) clearTimeout(timer), resolve(buf.slice(0, nl));
+        if (nl >= 0) {
+          clearTimeout(timer);
+          resolve(buf.slice(0, nl));
+        }
       });
-      this.child.once(
-        'exit',
-        (code) => (clearTimeout(timer), reject(new Error(`${this.name} exited (${code})\n${this.stderrTail}`))),
-      );
+      this.child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`${this.name} exited (${code})\n${this.stderrTail}`));
+      });
     });
   }
 
@@ -340,7 +343,10 @@ export const directRoute: Route = {
       const target = splitHostPort(address);
       if (typeof target === 'string') return reject(new Error(target));
       const { host, port } = target;
-      const s = net.connect({ host, port, noDelay: true }, () => (s.off('error', reject), resolve(s)));
+      const s = net.connect({ host, port, noDelay: true }, () => {
+        s.off('error', reject);
+        resolve(s);
+      });
       s.once('error', reject);
     }),
 };
@@ -389,7 +395,10 @@ export async function startTargets(): Promise<Targets> {
   };
   const listen = (onConn: (s: net.Socket) => void) =>
     new Promise<net.Server>((resolve) => {
-      const server = net.createServer({ noDelay: true }, (s) => (track(s), onConn(s)));
+      const server = net.createServer({ noDelay: true }, (s) => {
+        track(s);
+        onConn(s);
+      });
       // 10k connections arrive at once in the scale run: a big accept backlog avoids 1 s SYN retries.
       server.listen(0, '127.0.0.1', 4096, () => resolve(server));
     });

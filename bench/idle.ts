@@ -206,7 +206,7 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
     const before = subjects.map((a) => a.proc.schedStats());
     await new Promise((r) => setTimeout(r, idleMinuteMs));
     const after = subjects.map((a) => a.proc.schedStats());
-    stops.forEach((stop) => stop());
+    for (const stop of stops) stop();
     const figures = await Promise.all(subjects.map((a) => measure(a)));
 
     const daemonSetFigures = figures[0]!;

@@ -16,11 +16,24 @@ export function exchange(conn: Duplex, payload: Buffer): Promise<void> {
     let got = 0;
     const onData = (c: Buffer) => {
       got += c.length;
-      if (got >= payload.length) done(), resolve();
+      if (got >= payload.length) {
+        done();
+        resolve();
+      }
     };
-    const onError = (err: Error) => (done(), reject(err));
-    const onClose = () => (done(), reject(new Error('closed before the echo')));
-    const done = () => (conn.off('data', onData), conn.off('error', onError), conn.off('close', onClose));
+    const onError = (err: Error) => {
+      done();
+      reject(err);
+    };
+    const onClose = () => {
+      done();
+      reject(new Error('closed before the echo'));
+    };
+    const done = () => {
+      conn.off('data', onData);
+      conn.off('error', onError);
+      conn.off('close', onClose);
+    };
     conn.on('data', onData);
     conn.once('error', onError);
     conn.once('close', onClose);
@@ -226,9 +239,10 @@ export async function runLatency(report: Report, subjects: Subjects, targets: Ta
   if (!goSubject || !oursSubject || !first[0] || !first[1]) return;
   const nRounds = quick ? 2 : 5;
   const measure = (x: Subject) =>
-    x.use(
-      async (s) => (await dialEach(s.route, targets.echo, 20), measureDials(s, targets.echo, nDial, parallel, rateMs)),
-    );
+    x.use(async (s) => {
+      await dialEach(s.route, targets.echo, 20);
+      return measureDials(s, targets.echo, nDial, parallel, rateMs);
+    });
   const rounds = [
     [first[0], first[1]] as [DialFigures, DialFigures],
     ...(await pairedRounds(nRounds - 1, goSubject, oursSubject, measure, false)),

@@ -27,7 +27,10 @@ const until = (condition: () => Promise<boolean>, timeoutMs: number, what: strin
 /** Connections accepted on `port` during `ms`, each dropped at once. */
 async function knocks(port: number, ms: number): Promise<number> {
   let n = 0;
-  const sink = net.createServer((s) => (n++, s.destroy()));
+  const sink = net.createServer((s) => {
+    n++;
+    s.destroy();
+  });
   await new Promise<void>((resolve, reject) => sink.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
   await sleep(ms);
   await new Promise((r) => sink.close(r));

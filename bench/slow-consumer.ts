@@ -20,7 +20,13 @@ function pump(conn: Duplex): { stop: () => void; closedAt: () => number | undefi
     while (!stopped && !conn.destroyed) if (!conn.write(chunk)) return conn.once('drain', go);
   };
   go();
-  return { stop: () => ((stopped = true), conn.destroy()), closedAt: () => (stopped ? undefined : closedAt) };
+  return {
+    stop: () => {
+      stopped = true;
+      conn.destroy();
+    },
+    closedAt: () => (stopped ? undefined : closedAt),
+  };
 }
 
 export async function runSlowConsumer(

@@ -42,19 +42,22 @@ export class Subjects {
 
   /** Our own stack: started once, kept for every section. */
   ours(): Promise<{ hub: Hub; agent: AgentProc }> {
-    return (this.ourHub ??= (async () => {
+    this.ourHub ??= (async () => {
       const hub = await startOurHub(this.pki);
       return { hub, agent: await startOurAgent(this.pki, hub) };
-    })());
+    })();
+    return this.ourHub;
   }
 
   private go(): Promise<Hub> {
-    return (this.goHub ??= startGoHub(this.pki, 'http-connect'));
+    this.goHub ??= startGoHub(this.pki, 'http-connect');
+    return this.goHub;
   }
 
   private goUds(): Promise<Hub> {
     this.udsDir ??= mkdtempSync(join(tmpdir(), 'spoke-bench-uds-'));
-    return (this.goUdsHub ??= startGoHub(this.pki, 'http-connect', undefined, join(this.udsDir, 'proxy.sock')));
+    this.goUdsHub ??= startGoHub(this.pki, 'http-connect', undefined, join(this.udsDir, 'proxy.sock'));
+    return this.goUdsHub;
   }
 
   /** `modes` limits our own hub's frontends (e.g. only http-connect for a cheaper section). */
@@ -124,6 +127,9 @@ function lazyRoute(make: () => Promise<Route>): Route {
     get name() {
       return 'lazy';
     },
-    dial: async (address) => (await (route ??= make())).dial(address),
+    dial: async (address) => {
+      route ??= make();
+      return (await route).dial(address);
+    },
   };
 }

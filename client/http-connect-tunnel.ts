@@ -67,8 +67,11 @@ export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Du
     // 'readable' rather than 'data', so the socket leaves here not flowing and the caller's 'data'
     // listener, or pipe, starts it without losing a byte.
     const onReadable = () => {
-      let chunk: Buffer | null;
-      while (!settled && (chunk = socket.read() as Buffer | null) !== null) onData(chunk);
+      while (!settled) {
+        const chunk = socket.read() as Buffer | null;
+        if (chunk === null) break;
+        onData(chunk);
+      }
     };
     const onData = (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);

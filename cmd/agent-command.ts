@@ -19,6 +19,8 @@ import {
   validateKubeOptions,
 } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
+import type { Guards } from '../kube/sources.js';
+import type { KubeApiClient } from '../kube/api-client.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
@@ -182,8 +184,8 @@ async function start(
 
   // Loaded only when needed: the Kubernetes client (kube/api-client.ts), one for every use of the API.
   const kube = usesKubeApi(o) || servesApi(o) || o.countServerLeases ? await import('../kube/sources.js') : undefined;
-  let guards;
-  let client;
+  let guards: Guards;
+  let client: KubeApiClient | undefined;
   try {
     client = kube && (await kube.kubeApiClient(o.kubeconfig));
     guards = kube ? kube.authGuards({ kube: o, log, registry, client }) : {};

@@ -51,7 +51,8 @@ let thisProcess: { limit: number | undefined } | undefined;
 
 /** This process's limit, read once (the heap sizing at start and the agent's buffer budget both use it). */
 export function processMemoryLimit(): number | undefined {
-  return (thisProcess ??= { limit: containerMemoryLimit() }).limit;
+  thisProcess ??= { limit: containerMemoryLimit() };
+  return thisProcess.limit;
 }
 
 function readOrUndefined(path: string): string | undefined {

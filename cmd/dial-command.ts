@@ -1,8 +1,8 @@
 // `spoke-agent dial [flags] HOST:PORT`: open one connection through a konnectivity proxy-server and
 // pipe stdin/stdout through it, like nc. Flags are named as in the Go test-client (ANP cmd/test-client).
 import { readFileSync } from 'node:fs';
-import type { Readable, Writable } from 'node:stream';
-import { bool, duration, FlagError, int, parseFlags, str, usage } from '../flags/flags.js';
+import type { Duplex, Readable, Writable } from 'node:stream';
+import { bool, duration, FlagError, int, parseFlags, str, usage, type Values } from '../flags/flags.js';
 import { defaultDialTimeoutMs, dialThroughProxy, type DialEvent } from '../client/dial.js';
 
 export const dialFlags = {
@@ -65,7 +65,7 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
     io.stderr.write(`spoke-agent dial: ${message}\n`);
     return code;
   };
-  let o;
+  let o: Values<typeof dialFlags>;
   let positionals: string[];
   try {
     ({ values: o, positionals } = parseFlags(dialFlags, argv));
@@ -94,7 +94,7 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
   }
 
   const mode = o.mode as 'grpc' | 'http-connect';
-  let tunnel;
+  let tunnel: Duplex;
   try {
     tunnel = await dialThroughProxy({
       mode,

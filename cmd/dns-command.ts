@@ -5,7 +5,7 @@ import { resolveHandler, rulesHandler } from '../dns/explain.js';
 import { queriesHandler } from '../dns/queries-handler.js';
 import { dnsFlags } from '../dns/options.js';
 import { startDns } from '../dns/setup.js';
-import { bool, FlagError, parseFlags, usage } from '../flags/flags.js';
+import { bool, FlagError, parseFlags, usage, type Values } from '../flags/flags.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
 import { createLogger, type LogFormat } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
@@ -23,7 +23,7 @@ const dnsCommandFlags = {
 };
 
 export async function runDnsCommand(argv: string[]): Promise<number> {
-  let values;
+  let values: Values<typeof dnsCommandFlags>;
   try {
     values = parseFlags(dnsCommandFlags, argv, process.env).values;
   } catch (err) {
@@ -59,8 +59,10 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
   // SIGHUP re-reads the flags' rules file; a bad edit is logged and the old rules stay.
   const reload = () => {
     const next = rulesFromFlags(values);
-    if (next.ok) holder.replace(next.value), log.info({ generation: holder.generation }, 'rules reloaded');
-    else log.error({ errors: next.errors }, 'rules not reloaded');
+    if (next.ok) {
+      holder.replace(next.value);
+      log.info({ generation: holder.generation }, 'rules reloaded');
+    } else log.error({ errors: next.errors }, 'rules not reloaded');
   };
   process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {

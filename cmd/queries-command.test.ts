@@ -38,7 +38,7 @@ describe('queryLine', () => {
     expect(queryLine({ ...untimed, client: 'fd00::7', cached: true })).toContain('[fd00::7]:53211 ');
     expect(queryLine({ ...untimed, cached: true }).endsWith(' cached')).toBe(true);
     expect(queryLine({ ...untimed, name: '', type: '', rcode: 'FORMERR', source: 'error', rule: undefined })).toMatch(
-      / - {5}FORMERR  <none> - -$/,
+      / - {5}FORMERR {2}<none> - -$/,
     );
   });
 });

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { joinHostPort } from '../agent/address.js';
 import { agentFlags } from '../agent/options.js';
 import type { ShownQuery } from '../dns/queries-handler.js';
-import { bool, FlagError, parseFlags, str, usage } from '../flags/flags.js';
+import { bool, FlagError, parseFlags, str, usage, type Values } from '../flags/flags.js';
 import { refusalReason } from './debug-refusal.js';
 
 export const queriesFlags = {
@@ -67,7 +67,7 @@ export async function runQueriesCommand(
   out: NodeJS.WritableStream = process.stdout,
   signal?: AbortSignal,
 ): Promise<number> {
-  let values;
+  let values: Values<typeof queriesFlags>;
   try {
     const parsed = parseFlags(
       queriesFlags,

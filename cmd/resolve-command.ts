@@ -8,7 +8,7 @@ import { agentFlags } from '../agent/options.js';
 import { describeRecords, type Explanation, explanationReason, flagsOf } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';
 import { encodeQuery, rcodeName, TYPE, typeCode } from '../dns/wire.js';
-import { bool, duration, FlagError, parseFlags, str, usage } from '../flags/flags.js';
+import { bool, duration, FlagError, type Parsed, parseFlags, str, usage } from '../flags/flags.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { refusalReason } from './debug-refusal.js';
 
@@ -32,7 +32,10 @@ const resolveFlags = {
 /** Sends `query` and returns the response with the same ID. */
 function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutMs: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const fail = (err: Error) => (cleanup(), reject(err));
+    const fail = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
     const timer = setTimeout(
       () => fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)),
       timeoutMs,
@@ -41,12 +44,17 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
     if (tcp) {
       const socket = new Socket();
       let buffered = Buffer.alloc(0);
-      cleanup = () => (clearTimeout(timer), socket.destroy());
+      cleanup = () => {
+        clearTimeout(timer);
+        socket.destroy();
+      };
       socket.on('error', fail);
       socket.on('data', (chunk) => {
         buffered = Buffer.concat([buffered, chunk]);
-        if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0))
-          cleanup(), resolve(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
+        if (buffered.length >= 2 && buffered.length >= 2 + buffered.readUInt16BE(0)) {
+          cleanup();
+          resolve(buffered.subarray(2, 2 + buffered.readUInt16BE(0)));
+        }
       });
       socket.connect(port, server, () => {
         const len = Buffer.alloc(2);
@@ -55,10 +63,16 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
       });
     } else {
       const socket = dgram.createSocket(isIPv6(server) ? 'udp6' : 'udp4');
-      cleanup = () => (clearTimeout(timer), socket.close());
+      cleanup = () => {
+        clearTimeout(timer);
+        socket.close();
+      };
       socket.on('error', fail);
       socket.on('message', (msg) => {
-        if (msg.length >= 12 && msg.readUInt16BE(0) === query.readUInt16BE(0)) cleanup(), resolve(msg);
+        if (msg.length >= 12 && msg.readUInt16BE(0) === query.readUInt16BE(0)) {
+          cleanup();
+          resolve(msg);
+        }
       });
       socket.send(query, port, server);
     }
@@ -121,7 +135,7 @@ async function explanation(values: ResolveValues, name: string): Promise<string>
 const isLoopback = (host: string) => host === 'localhost' || /^127\./.test(host) || host === '::1';
 
 export async function runResolveCommand(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<number> {
-  let parsed;
+  let parsed: Parsed<typeof resolveFlags>;
   try {
     parsed = parseFlags(resolveFlags, argv, process.env);
   } catch (err) {

@@ -105,14 +105,20 @@ export class DnsMetrics {
   request(proto: Proto, qtype: number): void {
     const children = this.requestChildren[proto];
     let child = children.get(qtype);
-    if (!child) children.set(qtype, (child = this.requestsTotal.labels(proto, typeLabel(qtype))));
+    if (!child) {
+      child = this.requestsTotal.labels(proto, typeLabel(qtype));
+      children.set(qtype, child);
+    }
     child.inc();
   }
 
   response(rcode: number, source: Source): void {
     const children = this.responseChildren[source];
     let child = children.get(rcode);
-    if (!child) children.set(rcode, (child = this.responsesTotal.labels(RCODE_NAME[rcode] ?? String(rcode), source)));
+    if (!child) {
+      child = this.responsesTotal.labels(RCODE_NAME[rcode] ?? String(rcode), source);
+      children.set(rcode, child);
+    }
     child.inc();
   }
 

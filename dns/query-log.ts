@@ -80,7 +80,8 @@ export class QueryLog {
 
   constructor(private readonly opts: QueryLogOptions) {
     if (!(opts.size >= 1)) throw new Error(`query log size must be at least 1, got ${opts.size}`);
-    const n = (this.size = opts.size);
+    const n = opts.size;
+    this.size = n;
     this.times = new Float64Array(n);
     this.millis = new Float32Array(n);
     this.qtypes = new Uint16Array(n);

@@ -48,6 +48,9 @@ export function streamQueries(res: http.ServerResponse, s: QueryStream): void {
     stop();
     clearTimeout(timer);
   };
-  const timer = setTimeout(() => (finish(), res.end()), s.timeoutMs);
+  const timer = setTimeout(() => {
+    finish();
+    res.end();
+  }, s.timeoutMs);
   res.on('close', finish);
 }

@@ -68,7 +68,7 @@ describe('Backends', () => {
     const c = agent('c', '', true);
     for (const r of [0, 0.4, 0.9]) {
       const bs = new Backends<Backend>(['default'], () => r);
-      [a, b, c].forEach((x) => bs.add(x));
+      for (const x of [a, b, c]) bs.add(x);
       expect(bs.pick('x:1')).toBe(b);
     }
   });
@@ -85,7 +85,7 @@ describe('Backends', () => {
   it('default: the random start walks the agents in order', () => {
     const [a, b, c] = ['a', 'b', 'c'].map((id) => agent(id));
     const bs = new Backends<Backend>(['default'], () => 0.5);
-    [a, b, c].forEach((x) => bs.add(x!));
+    for (const x of [a, b, c]) bs.add(x!);
     expect(bs.pick('x:1')).toBe(b);
   });
 
@@ -117,7 +117,7 @@ describe('Backends', () => {
     const two = agent('two', 'host=h');
     const three = agent('three', 'host=h');
     const bs = new Backends<Backend>(['destHost'], () => 0.99);
-    [one, two, three].forEach((x) => bs.add(x));
+    for (const x of [one, two, three]) bs.add(x);
     expect(bs.pick('h:1')).toBe(one);
     (one as { draining: boolean }).draining = true;
     expect(bs.pick('h:1')).toBe(two);
@@ -131,7 +131,7 @@ describe('Backends', () => {
     const router = agent('router', 'default-route=true');
     const plain = agent('plain');
     const all = new Backends<Backend>(['destHost', 'defaultRoute', 'default'], () => 0);
-    [plain, hosted, router].forEach((x) => all.add(x));
+    for (const x of [plain, hosted, router]) all.add(x);
     expect(all.pick('db:5432')).toBe(hosted);
     expect(all.pick('elsewhere:80')).toBe(router);
     all.remove(router);

@@ -130,8 +130,12 @@ function destHostManager<B extends Backend>(onFirstRemoved?: (key: string) => vo
   const s = new Storage<B>(onFirstRemoved);
   const keysOf = (b: B) => [...b.identifiers.ipv4, ...b.identifiers.ipv6, ...b.identifiers.host];
   return {
-    add: (b) => keysOf(b).forEach((k) => s.add(k, b)),
-    remove: (b) => keysOf(b).forEach((k) => s.remove(k, b)),
+    add: (b) => {
+      for (const k of keysOf(b)) s.add(k, b);
+    },
+    remove: (b) => {
+      for (const k of keysOf(b)) s.remove(k, b);
+    },
     pick: (destHost) => (destHost === '' ? undefined : s.firstUnder(destHost)),
     get size() {
       return s.size;
@@ -161,6 +165,8 @@ export class Backends<B extends Backend> {
           return destHostManager<B>(onFirstRemoved);
         case 'defaultRoute':
           return defaultRouteManager<B>(random, onFirstRemoved);
+        default:
+          throw new Error(`unknown proxy strategy: ${strategy satisfies never}`);
       }
     });
   }

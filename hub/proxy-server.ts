@@ -7,7 +7,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { joinHostPort } from '../agent/address.js';
 import { createLogger, type Logger } from '../observability/log.js';
-import { AgentService, PacketType, ProxyService, type Packet } from '../proto/packets.js';
+import { AgentService, type PacketType, ProxyService, type Packet } from '../proto/packets.js';
 import { agentConnectHandler, type AgentStream, type AgentTokenValidator } from './agent-port.js';
 import type { ProxyStrategy } from './backends.js';
 import { proxyHandler } from './frontend-grpc.js';

@@ -208,7 +208,10 @@ export class Switchboard {
     tunnel.connectID = connectID;
     const agentID = tunnel.agent.agentID;
     let conns = this.established.get(agentID);
-    if (!conns) this.established.set(agentID, (conns = new Map()));
+    if (!conns) {
+      conns = new Map();
+      this.established.set(agentID, conns);
+    }
     conns.set(connectID, tunnel);
   }
 

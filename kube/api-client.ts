@@ -93,8 +93,9 @@ export class KubeApiClient {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         pending += chunk;
-        let nl: number;
-        while (!failed && (nl = pending.indexOf('\n')) >= 0) {
+        while (!failed) {
+          const nl = pending.indexOf('\n');
+          if (nl < 0) break;
           const line = pending.slice(0, nl);
           pending = pending.slice(nl + 1);
           if (line.trim() === '') continue;

@@ -57,7 +57,10 @@ function compose(s: RuleSources): Result<RuleSet> {
   for (const file of s.files) {
     const parsed = parseRuleFile(file.content, file.origin);
     if (!parsed.ok) errors.push(...parsed.errors);
-    else spec.expose.push(...parsed.value.expose), spec.static.push(...parsed.value.static);
+    else {
+      spec.expose.push(...parsed.value.expose);
+      spec.static.push(...parsed.value.static);
+    }
   }
   spec.expose.push(...s.autoExposed);
   if (errors.length) return { ok: false, errors };

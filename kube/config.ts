@@ -22,7 +22,10 @@ async function loadKubeConfig(kubeconfigPath: string, env: NodeJS.ProcessEnv): P
 export function optionalModules(kc: Pick<KubeConfig, 'clusters' | 'users'>): string[] {
   const modules = new Set<string>();
   for (const cluster of kc.clusters)
-    if (cluster.proxyUrl) ['socks-proxy-agent', 'hpagent'].forEach((m) => modules.add(m));
+    if (cluster.proxyUrl) {
+      modules.add('socks-proxy-agent');
+      modules.add('hpagent');
+    }
   for (const user of kc.users) {
     const provider = user.authProvider?.name;
     if (provider === 'oidc') modules.add('openid-client');

@@ -155,7 +155,10 @@ describe('re-registration', () => {
       vi.advanceTimersByTime(200);
       expect(sent).toHaveLength(1);
       // a steady trickle still goes out
-      for (let i = 0; i < 10; i++) holder.replace(rules([`n${i}/s`])), vi.advanceTimersByTime(60);
+      for (let i = 0; i < 10; i++) {
+        holder.replace(rules([`n${i}/s`]));
+        vi.advanceTimersByTime(60);
+      }
       expect(sent.length).toBeGreaterThanOrEqual(2);
       stop();
     } finally {

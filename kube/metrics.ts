@@ -74,6 +74,9 @@ export class KubeMetrics {
 const metricsByRegistry = new WeakMap<Registry, KubeMetrics>();
 export function kubeMetrics(registry: Registry): KubeMetrics {
   let m = metricsByRegistry.get(registry);
-  if (!m) metricsByRegistry.set(registry, (m = new KubeMetrics(registry)));
+  if (!m) {
+    m = new KubeMetrics(registry);
+    metricsByRegistry.set(registry, m);
+  }
   return m;
 }

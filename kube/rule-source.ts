@@ -84,7 +84,10 @@ export class KubeRuleSource {
       services: this.services,
     });
     this.composeFailed = !result.ok;
-    if (!result.ok) return (this.reject(result.errors), false);
+    if (!result.ok) {
+      this.reject(result.errors);
+      return false;
+    }
     if (result.skipped)
       this.report('warn', result.skipped, 'auto-exposed Services left out: they collide with explicit rules');
     else this.lastProblem = '';

@@ -56,7 +56,12 @@ describe('formatLine', () => {
 describe('textDestination', () => {
   it('takes the lines a pino logger writes (levels, children, errors)', () => {
     let out = '';
-    const sink = new Writable({ write: (chunk: Buffer, _e, done) => ((out += chunk.toString()), done()) });
+    const sink = new Writable({
+      write: (chunk: Buffer, _e, done) => {
+        out += chunk.toString();
+        done();
+      },
+    });
     const log = pino({ level: 'debug', base: {} }, textDestination(sink, false));
     log.child({ component: 'dns' }).debug({ name: 'demo.default.cluster1', type: 'A' }, 'query');
     log.error({ err: new Error('boom') }, 'failed');

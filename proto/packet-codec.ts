@@ -16,7 +16,7 @@ const I64 = 1;
 const LEN = 2;
 const I32 = 5;
 
-const enum Kind {
+enum Kind {
   String,
   Int64,
   Bytes,
@@ -93,7 +93,10 @@ const MEMBERS: readonly MemberSpec[] = [
   { name: 'drain', number: 8, fields: [], empty: () => ({}) },
 ];
 const MEMBER_BY_NUMBER: ReadonlyArray<MemberSpec | undefined> = MEMBERS.reduce<Array<MemberSpec | undefined>>(
-  (all, m) => ((all[m.number] = m), all),
+  (all, m) => {
+    all[m.number] = m;
+    return all;
+  },
   [],
 );
 
@@ -263,7 +266,7 @@ export function decodePacket(bytes: Uint8Array): Packet {
 // ---- Encoding ----------------------------------------------------------------------------------
 // Two passes over a flat plan of fields: the first sizes every field (and the member's length
 // header), the second writes them into one buffer with room for the gRPC prefix in front.
-const enum Op {
+enum Op {
   Varint,
   String,
   Bytes,

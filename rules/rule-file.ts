@@ -95,14 +95,25 @@ export function parseRuleFile(input: string | unknown, origin: string): Result<R
     statics.forEach((item, i) => {
       const { name, target, ...extra } = (item ?? {}) as Record<string, unknown>;
       const source = `${origin}: static[${i}]${typeof name === 'string' ? ` (${name})` : ''}`;
-      if (typeof name !== 'string') return errors.push(`${source}: "name" must be a string`);
-      if (Object.keys(extra).length)
-        return errors.push(`${source}: unknown key "${Object.keys(extra)[0]}" (want "name" and "target")`);
+      if (typeof name !== 'string') {
+        errors.push(`${source}: "name" must be a string`);
+        return;
+      }
+      if (Object.keys(extra).length) {
+        errors.push(`${source}: unknown key "${Object.keys(extra)[0]}" (want "name" and "target")`);
+        return;
+      }
       const normalized = normalizeName(name.trim());
       const problem = hostNameProblem(normalized, 'name');
-      if (problem) return errors.push(`${source}: ${problem}`);
+      if (problem) {
+        errors.push(`${source}: ${problem}`);
+        return;
+      }
       const parsed = parseTarget(target, source);
-      if (typeof parsed === 'string') return errors.push(parsed);
+      if (typeof parsed === 'string') {
+        errors.push(parsed);
+        return;
+      }
       spec.static.push({ source, name: normalized, target: parsed });
     });
   }

@@ -115,7 +115,10 @@ export function compileRules(
   const add = (rule: Rule) => {
     const fresh = rule.names.filter((name) => {
       const problem = hostNameProblem(name, 'name');
-      if (problem) return (errors.push(`${rule.source}: ${problem}`), false);
+      if (problem) {
+        errors.push(`${rule.source}: ${problem}`);
+        return false;
+      }
       const existing = exact.get(name) ?? (rule.kind === 'static' ? wildcardMatch(name) : undefined);
       if (!existing) return true;
       if (!sameTarget(existing.target, rule.target))
@@ -192,7 +195,10 @@ export function parseRules(inputs: RuleInputs): Result<RuleSet> {
   if (inputs.file) {
     const parsed = parseRuleFile(inputs.file.content, inputs.file.origin);
     if (!parsed.ok) errors.push(...parsed.errors);
-    else spec.expose.push(...parsed.value.expose), spec.static.push(...parsed.value.static);
+    else {
+      spec.expose.push(...parsed.value.expose);
+      spec.static.push(...parsed.value.static);
+    }
   }
   if (errors.length) return { ok: false, errors };
   return compileRules(inputs.naming, spec, inputs.services);

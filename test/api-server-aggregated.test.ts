@@ -225,7 +225,10 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     // The aggregator fetches a backend's /openapi/v3 when the APIService is added and every minute after.
     let explained = { code: 1, stdout: '', stderr: '' };
     await waitUntilAsync(
-      async () => (explained = await kube.kubectl('alice', ['explain', `resolutions.${group}`])).code === 0,
+      async () => {
+        explained = await kube.kubectl('alice', ['explain', `resolutions.${group}`]);
+        return explained.code === 0;
+      },
       90_000,
       'kubectl explain to find the resource',
     );
@@ -248,9 +251,10 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     // The merged v2 (kubectl's plaintext-openapiv2 renderer, and older tools).
     let v2 = { code: 1, stdout: '', stderr: '' };
     await waitUntilAsync(
-      async () =>
-        (v2 = await kube.kubectl('alice', ['explain', `queries.${group}.spec`, '--output=plaintext-openapiv2']))
-          .code === 0,
+      async () => {
+        v2 = await kube.kubectl('alice', ['explain', `queries.${group}.spec`, '--output=plaintext-openapiv2']);
+        return v2.code === 0;
+      },
       90_000,
       'the merged OpenAPI v2 to have the group',
     );

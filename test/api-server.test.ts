@@ -20,7 +20,7 @@ import { FakeApiServer } from './support/fake-apiserver.js';
 import { runCli } from './support/processes.js';
 import { waitUntilAsync } from './support/wait.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- answers are plain JSON */
+// biome-ignore lint/suspicious/noExplicitAny: answers are plain JSON, read by path
 type Obj = Record<string, any>;
 
 const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -172,7 +172,10 @@ function watchEvents(path: string, { cert, headers = {} }: Call) {
         if (wanted(e)) return e;
       }
       if (Date.now() > deadline) throw new Error(`no such event in ${JSON.stringify(events)}`);
-      await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 100)));
+      await new Promise<void>((r) => {
+        waiters.push(r);
+        setTimeout(r, 100);
+      });
     }
   };
   return { opened, next, done, close: () => req.destroy() };
@@ -621,7 +624,10 @@ describe('dns.spoke-agent.io on its own port', () => {
     const [cert, key] = [join(pki.dir, 'rotating.crt'), join(pki.dir, 'rotating.key')];
     const first = createCa('serving-1');
     const second = createCa('serving-2');
-    const write = (pair: CertAndKey) => (writeFileSync(cert, pair.cert), writeFileSync(key, pair.key));
+    const write = (pair: CertAndKey) => {
+      writeFileSync(cert, pair.cert);
+      writeFileSync(key, pair.key);
+    };
     write(first.issue('api', { serverNames: ['127.0.0.1'] }));
     const reviewer = { authenticate: async () => undefined, authorize: async () => ({ allowed: false }) };
     const rotating = new ApiServer({
@@ -639,10 +645,10 @@ describe('dns.spoke-agent.io on its own port', () => {
     // The status code only shows the handshake succeeded: nobody is authenticated here.
     const handshake = (ca: string) =>
       new Promise<string>((resolve) => {
-        const req = https.get(
-          { host: '127.0.0.1', port, path: '/apis', ca, agent: false },
-          (res) => (res.resume(), resolve(String(res.statusCode))),
-        );
+        const req = https.get({ host: '127.0.0.1', port, path: '/apis', ca, agent: false }, (res) => {
+          res.resume();
+          resolve(String(res.statusCode));
+        });
         req.on('error', (err) => resolve(err.message));
       });
     try {
@@ -663,15 +669,16 @@ describe('dns.spoke-agent.io on its own port', () => {
     let now = 1_000_000;
     const asked = { tokens: 0, access: 0 };
     const reviewer = {
-      authenticate: async (token: string) => (
-        asked.tokens++,
-        token === 'root-token'
+      authenticate: async (token: string) => {
+        asked.tokens++;
+        return token === 'root-token'
           ? { username: 'root', groups: ['system:masters'] }
-          : { username: token.replace(/-token$/, '') }
-      ),
-      authorize: async (user: { username: string }) => (
-        asked.access++, { allowed: user.username === 'yes', reason: 'test' }
-      ),
+          : { username: token.replace(/-token$/, '') };
+      },
+      authorize: async (user: { username: string }) => {
+        asked.access++;
+        return { allowed: user.username === 'yes', reason: 'test' };
+      },
     };
     const cached = new ApiServer({
       host: '127.0.0.1',
@@ -697,7 +704,10 @@ describe('dns.spoke-agent.io on its own port', () => {
             headers: { authorization: `Bearer ${token}` },
             agent: false,
           },
-          (res) => (res.resume(), resolve(res.statusCode!)),
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
         );
         req.on('error', reject);
       });

@@ -101,6 +101,7 @@ describe('--log-format', () => {
     '--dns-upstream=127.0.0.1:9',
   ];
   const textLine =
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: matches the ANSI colour escapes (ESC [) of the text log
     /^(\x1b\[2m)?\d\d:\d\d:\d\d\.\d{3}(\x1b\[0m)? (\x1b\[32m)?INFO (\x1b\[0m)? DNS server listening .*port=/m;
 
   it('text: one readable line per entry, no colours into a pipe', async () => {

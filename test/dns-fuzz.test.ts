@@ -19,7 +19,10 @@ let dns: DnsStack;
 
 // A deterministic generator, so a failure can be replayed.
 let seed = 0x5eed;
-const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed % n);
+const rand = (n: number) => {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+  return seed % n;
+};
 
 const seeds = [
   encodeQuery('web.prod.cluster1', 1),

@@ -171,6 +171,7 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
   it('serves UDP in batches where the helper is built (Linux), and a burst gets every answer', async () => {
     const built = existsSync(join(repoRoot, 'build/udp-batch.node'));
     expect(main.dns.server.udpKind).toBe(built ? 'batched' : 'dgram');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell parameter expansion, for sh to expand
     const compiler = spawnSync('sh', ['-c', 'command -v "${CC:-cc}"']).status === 0;
     if (process.platform === 'linux' && compiler)
       expect(built, 'npm install builds build/udp-batch.node where a C compiler is').toBe(true);
@@ -370,8 +371,15 @@ describe('malformed input', () => {
   const send = (bytes: Buffer) =>
     new Promise<Buffer | undefined>((resolve) => {
       const socket = dgram.createSocket('udp4');
-      const timer = setTimeout(() => (socket.close(), resolve(undefined)), 300);
-      socket.on('message', (m: Buffer) => (clearTimeout(timer), socket.close(), resolve(m)));
+      const timer = setTimeout(() => {
+        socket.close();
+        resolve(undefined);
+      }, 300);
+      socket.on('message', (m: Buffer) => {
+        clearTimeout(timer);
+        socket.close();
+        resolve(m);
+      });
       socket.send(bytes, port, '127.0.0.1');
     });
 
@@ -447,7 +455,12 @@ describe('debugging', () => {
 
   it('spoke-agent resolve asks the server and prints the chain', async () => {
     let text = '';
-    const out = { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream;
+    const out = {
+      write: (s: string) => {
+        text += s;
+        return true;
+      },
+    } as unknown as NodeJS.WritableStream;
     const code = await runResolveCommand(
       ['web.prod.cluster1', `--dns-port=${port}`, '--health-server-port=1', '--timeout=500ms'],
       out,
@@ -571,7 +584,12 @@ describe('debugging', () => {
 
       // spoke-agent queries: the list, then (-w) what comes, until stopped.
       let text = '';
-      const out = { write: (chunk: string) => ((text += chunk), true) } as unknown as NodeJS.WritableStream;
+      const out = {
+        write: (chunk: string) => {
+          text += chunk;
+          return true;
+        },
+      } as unknown as NodeJS.WritableStream;
       const healthPort = new URL(url).port;
       expect(
         await runQueriesCommand([`--health-server-port=${healthPort}`, '--field-selector=name=listed.cluster1'], out),

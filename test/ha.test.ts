@@ -43,7 +43,8 @@ async function echoThrough(hub: ProxyHub, echo: Target): Promise<void> {
     let got = 0;
     conn.on('data', (c: Buffer) => {
       chunks.push(c);
-      if ((got += c.length) >= payload.length) done(sha256(Buffer.concat(chunks)));
+      got += c.length;
+      if (got >= payload.length) done(sha256(Buffer.concat(chunks)));
     });
     conn.on('error', fail);
     conn.write(payload);

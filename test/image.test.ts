@@ -186,7 +186,10 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
             .request({ host: '127.0.0.1', port: hub.ports.httpConnect, method: 'CONNECT', path: echo.address })
             .on('connect', (res, socket) => {
               if (res.statusCode !== 200) return reject(new Error(`CONNECT ${res.statusCode}:\n${agent.stdout()}`));
-              socket.once('data', (d) => (resolve(d.toString()), socket.destroy()));
+              socket.once('data', (d) => {
+                resolve(d.toString());
+                socket.destroy();
+              });
               socket.write('ping');
             })
             .on('error', reject)

@@ -121,10 +121,16 @@ function interopSuite(release: AnpRelease): void {
   function received(conn: Duplex): Promise<string> {
     return new Promise((resolve) => {
       let text = '';
-      const timer = setTimeout(() => (conn.destroy(), resolve(text)), 5000);
+      const timer = setTimeout(() => {
+        conn.destroy();
+        resolve(text);
+      }, 5000);
       conn.on('data', (c: Buffer) => (text += c.toString()));
       conn.on('error', () => {});
-      conn.on('close', () => (clearTimeout(timer), resolve(text)));
+      conn.on('close', () => {
+        clearTimeout(timer);
+        resolve(text);
+      });
     });
   }
 
@@ -433,22 +439,23 @@ function interopSuite(release: AnpRelease): void {
         await many.ready(1, 15_000);
         if (release.modern) {
           let registered = 0;
-          const read = async () =>
-            (registered =
+          const read = async () => {
+            registered =
               sampleValue(
                 await connectServer.metrics(),
                 'konnectivity_network_proxy_server_ready_backends{proxy_strategy="destHost"}',
-              ) ?? 0) >=
-            before + 4000;
+              ) ?? 0;
+            return registered >= before + 4000;
+          };
           await waitUntilAsync(read, 10_000, 'the Go server to register the 4,000 names');
           expect(registered).toBe(before + 4000);
         }
         // The last name routes to the agent, which cannot resolve it: its answer, not "No agent available".
         let refusal = '';
-        const routed = async () =>
-          /dial tcp: lookup service-3999.namespace-49.cluster1/.test(
-            (refusal = await connectRefusal(connectServer, 'service-3999.namespace-49.cluster1:80', 502)),
-          );
+        const routed = async () => {
+          refusal = await connectRefusal(connectServer, 'service-3999.namespace-49.cluster1:80', 502);
+          return /dial tcp: lookup service-3999.namespace-49.cluster1/.test(refusal);
+        };
         await waitUntilAsync(routed, 10_000, `the last name to reach the agent (got ${JSON.stringify(refusal)})`, 200);
       } finally {
         many.stop();

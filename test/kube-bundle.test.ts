@@ -39,14 +39,19 @@ beforeAll(async () => {
       [upstream, client],
     ] as const) {
       tunnels.add(a);
-      a.on('error', () => b.destroy()).on('close', () => (b.destroy(), tunnels.delete(a)));
+      a.on('error', () => b.destroy()).on('close', () => {
+        b.destroy();
+        tunnels.delete(a);
+      });
     }
   });
   await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
   cleanups.push(
     () => api.close(),
     () => new Promise((r) => proxy.close(r)),
-    () => tunnels.forEach((s) => s.destroy()),
+    () => {
+      for (const s of tunnels) s.destroy();
+    },
   );
 }, 120_000);
 
@@ -89,7 +94,10 @@ describe('the bundled Kubernetes client', () => {
       `--health-server-port=${health}`,
       '--log-level=warn',
     ]);
-    cleanups.push(async () => (agent.kill('SIGKILL'), await agent.exited));
+    cleanups.push(async () => {
+      agent.kill('SIGKILL');
+      await agent.exited;
+    });
     await waitUntilAsync(
       async () => /spoke_agent_kube_watch_synced\{resource="configmap"\} 1/.test(await metrics(health)),
       30_000,

@@ -103,7 +103,9 @@ describe.runIf(process.platform === 'linux')(
   '`spoke-agent resolve` beside an agent whose /debug needs a token (as in a pod)',
   () => {
     const agents: Child[] = [];
-    afterAll(() => agents.forEach((a) => a.kill('SIGKILL')));
+    afterAll(() => {
+      for (const a of agents) a.kill('SIGKILL');
+    });
 
     /** The agent CLI with --debug-auth=true (a cluster's default), no hub to reach, and its ports. */
     async function agent(extra: string[]) {

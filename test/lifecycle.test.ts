@@ -166,7 +166,13 @@ describe('a target that stops reading', () => {
       stuckSockets.add(s);
     });
     await new Promise<void>((r) => stuck.listen(0, '127.0.0.1', () => r()));
-    cleanups.push(() => new Promise((r) => (stuckSockets.forEach((s) => s.destroy()), stuck.close(r))));
+    cleanups.push(
+      () =>
+        new Promise((r) => {
+          for (const s of stuckSockets) s.destroy();
+          stuck.close(r);
+        }),
+    );
     const stuckPort = (stuck.address() as net.AddressInfo).port;
     const agent = startAgent(
       [`localhost:${hub.ports.agent}`],

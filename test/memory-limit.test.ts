@@ -113,9 +113,19 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     const sink = await hashTarget();
     cleanups.push(() => new Promise((r) => sink.close(r)));
     const stuckSockets = new Set<net.Socket>();
-    const stuck = net.createServer((s) => (s.pause(), s.on('error', () => {}), stuckSockets.add(s)));
+    const stuck = net.createServer((s) => {
+      s.pause();
+      s.on('error', () => {});
+      stuckSockets.add(s);
+    });
     await new Promise<void>((r) => stuck.listen(0, '127.0.0.1', 1024, r));
-    cleanups.push(() => new Promise((r) => (stuckSockets.forEach((s) => s.destroy()), stuck.close(r))));
+    cleanups.push(
+      () =>
+        new Promise((r) => {
+          for (const s of stuckSockets) s.destroy();
+          stuck.close(r);
+        }),
+    );
 
     const healthPort = await unusedPort();
     // prettier-ignore
@@ -131,7 +141,10 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
       '--log-level=info',
     ]);
     const agent: Child = run(command, args);
-    cleanups.push(async () => (agent.kill('SIGKILL'), await agent.exited));
+    cleanups.push(async () => {
+      agent.kill('SIGKILL');
+      await agent.exited;
+    });
     const started = await agent.waitFor(/"heapLimit":(\d+),"bufferBudget":(\d+)/, 30_000);
     // Sized for the container: a heap of 108 MiB and 64 MiB of buffers, not Node's 259 MiB heap.
     expect(Number(started[1])).toBeLessThanOrEqual(128 * MiB);

@@ -23,7 +23,7 @@ import { runCli, repoRoot, type Child } from './support/processes.js';
 import { exportedNames, promqlNames } from './support/promql.js';
 import { waitUntilAsync } from './support/wait.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rule files and dashboards are plain data */
+// biome-ignore lint/suspicious/noExplicitAny: rule files and dashboards are plain data, read by path
 type Obj = Record<string, any>;
 
 const monitoring = join(repoRoot, 'manifests/monitoring');
@@ -167,6 +167,7 @@ describe('Grafana dashboard (manifests/monitoring/dashboard.json)', () => {
     const ids = (dashboard.panels as Obj[]).map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);
     for (const p of (dashboard.panels as Obj[]).filter((p) => p.type !== 'row')) {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's dashboard variable, literally in the JSON
       expect(p.datasource, p.title).toEqual({ type: 'prometheus', uid: '${datasource}' });
       expect(p.targets.length, p.title).toBeGreaterThan(0);
     }

@@ -55,12 +55,15 @@ const dial = (address: string, timeoutMs = 10_000) =>
 function request(conn: Duplex, host: string, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    const timer = setTimeout(
-      () => (conn.destroy(), reject(new Error(`no complete answer from ${host}${path} within 10 s`))),
-      10_000,
-    );
+    const timer = setTimeout(() => {
+      conn.destroy();
+      reject(new Error(`no complete answer from ${host}${path} within 10 s`));
+    }, 10_000);
     conn.on('data', (c: Buffer) => chunks.push(c));
-    conn.on('error', (err) => (clearTimeout(timer), reject(err)));
+    conn.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     conn.on('close', () => {
       clearTimeout(timer);
       const text = Buffer.concat(chunks).toString('utf8');
@@ -471,7 +474,10 @@ describe.skipIf(problem)(
       const idleMinute = async () => {
         let first: Obj | undefined;
         await waitUntilAsync(
-          async () => Boolean((first = await sample().catch(() => undefined))),
+          async () => {
+            first = await sample().catch(() => undefined);
+            return Boolean(first);
+          },
           60_000,
           'the summary API',
           2000,
@@ -479,7 +485,10 @@ describe.skipIf(problem)(
         const requestsBefore = await apiRequests();
         let last: Obj | undefined;
         await waitUntilAsync(
-          async () => Date.parse((last = await sample()).cpu.time) - Date.parse(first!.cpu.time) >= 60_000,
+          async () => {
+            last = await sample();
+            return Date.parse(last.cpu.time) - Date.parse(first!.cpu.time) >= 60_000;
+          },
           120_000,
           'a minute of CPU',
           5000,
@@ -629,7 +638,10 @@ describe.skipIf(problem)(
         await waitUntilAsync(
           async () =>
             await dial('kubernetes.default.cluster1:443').then(
-              (c) => (c.destroy(), true),
+              (c) => {
+                c.destroy();
+                return true;
+              },
               () => false,
             ),
           60_000,

@@ -42,7 +42,9 @@ async function ourHub(): Promise<Restartable> {
   let hub: ProxyHub | undefined;
   const server = {
     port,
-    start: async () => void (hub = await ProxyHub.start({ agentPort: port, serverPort: null, agentTls: tls })),
+    start: async () => {
+      hub = await ProxyHub.start({ agentPort: port, serverPort: null, agentTls: tls });
+    },
     stop: async () => hub?.close(),
   };
   cleanups.push(() => server.stop());

@@ -138,8 +138,10 @@ describe.each(modes)('through the %s frontend', (mode) => {
   it('holds 200 concurrent connections', async () => {
     const conns = await Promise.all(Array.from({ length: 200 }, () => dial(mode, `echo.cluster1:${echo.port}`)));
     const sums = await Promise.all(conns.map((c, i) => echoRoundTrip(c, pattern(4096, i + 1))));
-    sums.forEach((s, i) => expect(s).toBe(sha256(pattern(4096, i + 1))));
-    conns.forEach((c) => c.destroy());
+    sums.forEach((s, i) => {
+      expect(s).toBe(sha256(pattern(4096, i + 1)));
+    });
+    for (const c of conns) c.destroy();
     await waitUntil(() => agent.agent.clients.connections()[0]!.connectionCount === 0, 5000, 'connections to close');
   }, 60_000);
 
@@ -206,12 +208,10 @@ describe('agent behaviour seen by the hub', () => {
         // A frontend that sends DATA for a connection it never dialed: the hub has nothing to
         // route, so drive the agent directly through the hub's agent stream API instead.
         const conn = agent.agent.clients.connections()[0]!;
-        conn
-          .registrations()[0]!
-          .tunnel.handle({
-            type: PacketType.DATA,
-            data: { connectID: '987654321', data: Buffer.from('junk'), error: '' },
-          });
+        conn.registrations()[0]!.tunnel.handle({
+          type: PacketType.DATA,
+          data: { connectID: '987654321', data: Buffer.from('junk'), error: '' },
+        });
       })(),
       hub.waitForPacket(PacketType.CLOSE_RSP, agent.agent.agentID),
     ]);

@@ -191,7 +191,7 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
         'kind: Config',
         `clusters: [{name: test, cluster: {server: "${url}", certificate-authority: "${caFile}"}}]`,
         `users: [{name: "${user}", user: {token: ${users[user]![0]}}}]`,
-        'contexts: [{name: test, context: {cluster: test, user: "' + user + '"}}]',
+        `contexts: [{name: test, context: {cluster: test, user: "${user}"}}]`,
         'current-context: test',
         '',
       ].join('\n'),

@@ -7,7 +7,7 @@ import { join, posix, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from './processes.js';
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rendered Kubernetes objects are plain data */
+// biome-ignore lint/suspicious/noExplicitAny: rendered Kubernetes objects are plain data, read by path
 export type Obj = Record<string, any>;
 
 export const manifestsDir = join(repoRoot, 'manifests');

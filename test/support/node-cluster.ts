@@ -249,9 +249,9 @@ function writePki(dir: string): Pki {
     ...pair('kube-proxy', client.issue('system:kube-proxy', { client: true })),
     'tokens.csv': file(
       'tokens.csv',
-      Object.entries(tokenUsers)
+      `${Object.entries(tokenUsers)
         .map(([user, token]) => `${token},${user},uid-${user}`)
-        .join('\n') + '\n',
+        .join('\n')}\n`,
     ),
   };
   return { serving, client, frontProxy, files };
@@ -326,9 +326,10 @@ export class NodeCluster {
     } catch (err) {
       if (cluster) await cluster.close();
       else
-        await destroyCgroup(cgroup).finally(
-          () => (rmSync(dir, { recursive: true, force: true }), rmSync(stateFile, { force: true })),
-        );
+        await destroyCgroup(cgroup).finally(() => {
+          rmSync(dir, { recursive: true, force: true });
+          rmSync(stateFile, { force: true });
+        });
       throw err;
     }
   }

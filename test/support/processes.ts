@@ -37,13 +37,25 @@ export function run(command: string, args: string[], opts: SpawnOptions = {}): C
   let out = '';
   let err = '';
   const waiters = new Set<() => void>();
-  const wake = () => waiters.forEach((w) => w());
-  child.stdout!.on('data', (c: Buffer) => ((out += c.toString()), wake()));
-  child.stderr!.on('data', (c: Buffer) => ((err += c.toString()), wake()));
+  const wake = () => {
+    for (const w of waiters) w();
+  };
+  child.stdout!.on('data', (c: Buffer) => {
+    out += c.toString();
+    wake();
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    err += c.toString();
+    wake();
+  });
   let done = false;
   // `done` before the waiters wake, so a waitFor learns of the exit now rather than at its timeout.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => ((done = true), resolve({ code, signal }), wake())),
+    child.on('exit', (code, signal) => {
+      done = true;
+      resolve({ code, signal });
+      wake();
+    }),
   );
   return {
     pid: child.pid!,
