@@ -9,18 +9,8 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 # No install scripts: tsc needs none (the `node` devDependency's would fetch a second Node).
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
-COPY agent ./agent
-COPY apiserver ./apiserver
-COPY client ./client
-COPY cmd ./cmd
-COPY dns ./dns
-COPY flags ./flags
-COPY hub ./hub
-COPY kube ./kube
-COPY observability ./observability
-COPY proto ./proto
-COPY rules ./rules
+# The sources: .dockerignore leaves out tests, benchmarks, manifests and docs.
+COPY . ./
 RUN npm run build && npm run build:native && test -f build/udp-batch.node
 
 FROM gcr.io/distroless/nodejs24-debian13:nonroot

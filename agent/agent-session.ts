@@ -8,7 +8,7 @@
 import http2 from 'node:http2';
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import { splitHostPort } from './address.js';
+import { splitHostPort } from '../net/address.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 
 export interface AgentSessionOptions {

@@ -30,6 +30,10 @@ export class Agent {
   readonly metrics: AgentMetrics;
   readonly clients: ClientSet;
   readonly budget: BufferBudget;
+  /** The agent's own identifiers and the rule names' groups it registers. */
+  readonly identifiers: { own: string; groups: readonly string[] };
+  /** The container's memory limit in bytes, when there is one. */
+  readonly memoryLimit: number | undefined;
 
   constructor(
     readonly options: AgentOptions,
@@ -37,6 +41,8 @@ export class Agent {
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
+    this.identifiers = deps.identifiers ?? { own: options.agentIdentifiers, groups: [] };
+    this.memoryLimit = deps.memoryLimit;
     this.registry = deps.registry ?? new Registry();
     this.metrics = new AgentMetrics(this.registry);
     this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), {
@@ -48,8 +54,8 @@ export class Agent {
       targets,
       credentials: options,
       agentID: this.agentID,
-      identifiers: deps.identifiers?.own ?? options.agentIdentifiers,
-      groups: deps.identifiers?.groups,
+      identifiers: this.identifiers.own,
+      groups: this.identifiers.groups,
       serverCount: {
         countLeases: options.countServerLeases,
         source: options.serverCountSource === 'max' ? 'max' : 'default',

@@ -6,10 +6,10 @@
 // Leases), the TLS files changed (credential-watch.ts), new rule names. An agent that holds every
 // server does nothing until one of them happens; the Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
-import { splitHostPort } from './address.js';
-import { Backoff } from './backoff.js';
+import { splitHostPort } from '../net/address.js';
+import { Backoff } from '../clock/backoff.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { watchCredentialFolders, type CredentialWatch } from './credential-watch.js';
+import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
 import { ServerConnection } from './server-connection.js';

@@ -4,7 +4,7 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
-import { parseCertificateBundle } from './pem.js';
+import { parseCertificateBundle } from '../tls/pem.js';
 import { ServerTls } from './server-tls.js';
 
 export interface CredentialFiles {

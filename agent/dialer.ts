@@ -2,7 +2,7 @@
 // (DIAL_CLS). Errors read like Go's net errors, which is what hub clients of the Go agent see.
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
-import { joinHostPort, splitHostPort } from './address.js';
+import { joinHostPort, splitHostPort } from '../net/address.js';
 
 /** Resolves a host name to addresses (IP literals never reach it). */
 export type HostResolver = (host: string) => Promise<string[]>;

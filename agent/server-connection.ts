@@ -11,7 +11,7 @@ import { EventEmitter } from 'node:events';
 import { Header } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import { AgentSession } from './agent-session.js';
-import { Backoff } from './backoff.js';
+import { Backoff } from '../clock/backoff.js';
 import type { ServerCredentials } from './credentials.js';
 import { Registration, type RegistrationOptions } from './registration.js';
 

@@ -5,8 +5,8 @@
 import { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { connect as tlsConnect, type PeerCertificate, type SecureContext, type TLSSocket } from 'node:tls';
-import { tlsServerName } from './address.js';
-import { certificateBlocks } from './pem.js';
+import { tlsServerName } from '../net/address.js';
+import { certificateBlocks } from '../tls/pem.js';
 import { closedAfterHandshake, describeTlsFailure, distinguishedName, type CertSummary } from './tls-problem.js';
 
 export interface ServerTlsOptions {

@@ -11,7 +11,7 @@
 import type { X509Certificate } from 'node:crypto';
 import { bearerToken, type UserInfo } from '../kube/delegated-auth.js';
 import { decodeSegment } from './attributes.js';
-import { parseCertificateBundle } from '../agent/pem.js';
+import { parseCertificateBundle } from '../tls/pem.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 
 export const authenticationConfigMap = { namespace: 'kube-system', name: 'extension-apiserver-authentication' };

@@ -11,7 +11,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
-import { watchCredentialFolders, type CredentialWatch } from '../agent/credential-watch.js';
+import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { TlsFingerprint } from '../agent/credentials.js';
 import { streamQueries } from '../dns/query-stream.js';
 import {

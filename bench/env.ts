@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
-import { splitHostPort } from '../agent/address.js';
+import { splitHostPort } from '../net/address.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from '../test/support/certs.js';
 import {

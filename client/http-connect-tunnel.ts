@@ -3,7 +3,7 @@
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
-import { joinHostPort, tlsServerName } from '../agent/address.js';
+import { joinHostPort, tlsServerName } from '../net/address.js';
 import { DialError, type DialContext, type DialOptions } from './dial.js';
 
 /** Bounds on what we read of a refusal. */

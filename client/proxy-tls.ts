@@ -5,7 +5,7 @@
 import type { Socket } from 'node:net';
 import { connect as tlsConnect, type SecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import { tlsServerName } from '../agent/address.js';
+import { tlsServerName } from '../net/address.js';
 
 type CreateConnector = grpc.ChannelCredentials['_createSecureConnector'];
 

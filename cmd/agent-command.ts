@@ -1,16 +1,17 @@
-// `spoke-agent [flags]`: parse and validate flags, then start, in order: the rules and the DNS
-// server (when --cluster-name is set), the dial policy, the health server, the agent (with a local
-// hub when no --proxy-server-host is given) and the Kubernetes watches; shut down gracefully on signals.
+// `spoke-agent [flags]`: the composition root. `start` reads top-down as the agent comes up; each step
+// is a function below it, and each registers how to undo itself, so a failed start or a signal stops
+// what has started, in reverse.
 import { getHeapStatistics } from 'node:v8';
 import { Agent } from '../agent/agent.js';
-import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
-import { joinHostPort, splitHostPort } from '../agent/address.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
-import { identifierHosts } from '../proto/agent-identifiers.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
+import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
+import { type DialPolicy, startDialPolicy } from '../dial-policy/dial-policy.js';
+import { dialPolicyFlags } from '../dial-policy/options.js';
 import { noRulesHandler } from '../dns/no-rules.js';
 import { dnsFlags } from '../dns/options.js';
-import { dialPolicy } from '../kube/dial-policy.js';
+import { FlagError, type FlagSet, type Parsed, parseFlags, usage } from '../flags/flags.js';
+import type { KubeApiClient } from '../kube/api-client.js';
 import {
   defaultRulesConfigmap,
   kubeFlags,
@@ -20,31 +21,57 @@ import {
 } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';
 import type { Guards } from '../kube/sources.js';
-import type { KubeApiClient } from '../kube/api-client.js';
+import { joinHostPort, splitHostPort } from '../net/address.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
+import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
-import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
+import { identifierHosts } from '../proto/agent-identifiers.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { agentIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags } from '../rules/options.js';
-import { FlagError, parseFlags, usage, type FlagSet } from '../flags/flags.js';
-import type { RuleHolder } from '../rules/holder.js';
+import type { Registry } from 'prom-client';
+import type { RulesAndDns } from './agent-rules.js';
 import { processMemoryLimit } from './container-memory.js';
+import type { Demo } from './demo.js';
+import type { LocalHub } from './local-hub.js';
 
 export const agentCommandFlags = {
   ...agentFlags,
   ...ruleFlags,
   ...dnsFlags,
+  ...dialPolicyFlags,
   ...kubeFlags,
   ...apiServerFlags,
 } satisfies FlagSet;
+
+type Flags = Parsed<typeof agentCommandFlags>;
+/** The flags' values once what was not given is derived (cluster-proxy's identity, the demo): never changed after. */
+type Options = Readonly<Flags['values']>;
 
 /** Flags that say which names to serve (or which hub to use): any of them turns `npm start`'s demo off. */
 const demoOffFlags = ['proxy-server-host', 'cluster-name', 'expose', 'rules-file', 'rules-configmap', 'auto-expose'];
 
 /** A start-up problem the operator must fix: printed as one line, exit code 2. */
 class UsageError extends Error {}
+
+/** What every step is given: where to log and count, and where to register how to stop what it starts. */
+interface Context {
+  log: Logger;
+  registry: Registry;
+  started: Started;
+}
+
+/** What has started, stopped in reverse order. */
+class Started {
+  private readonly stops: Array<() => Promise<void> | void> = [];
+  add(stop: () => Promise<void> | void): void {
+    this.stops.push(stop);
+  }
+  async stopAll(): Promise<void> {
+    for (const stop of this.stops.splice(0).reverse()) await stop();
+  }
+}
 
 export async function runAgentCommand(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -54,14 +81,11 @@ export async function runAgentCommand(argv: string[]): Promise<number> {
     );
     return 0;
   }
-  const cleanups: Array<() => Promise<void> | void> = [];
-  const shutdown = async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  };
+  const started = new Started();
   try {
-    return await start(argv, cleanups, shutdown);
+    return await start(argv, started);
   } catch (err) {
-    await shutdown();
+    await started.stopAll();
     if (err instanceof UsageError || err instanceof FlagError) {
       process.stderr.write(`spoke-agent: ${err.message}\n`);
       return 2;
@@ -70,156 +94,225 @@ export async function runAgentCommand(argv: string[]): Promise<number> {
   }
 }
 
-async function start(
-  argv: string[],
-  cleanups: Array<() => Promise<void> | void>,
-  shutdown: () => Promise<void>,
-): Promise<number> {
-  const parsed = parseFlags(agentCommandFlags, argv, process.env);
-  const o = parsed.values;
-  if (parsed.positionals.length > 0)
-    throw new UsageError(`unexpected argument "${parsed.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
+async function start(argv: string[], started: Started): Promise<number> {
+  const flags = parseAgentFlags(argv);
+  const ctx: Context = { log: startLogging(flags), registry: processRegistry(), started };
+  const demo = await startDemo(flags, ctx);
+  const options = deriveOptions(flags, demo, ctx);
+  const listen = portsOrDemoFallback(flags, demo, ctx);
+  const rules = await startRulesAndDns(options, listen, ctx);
+  const policy = startPolicy(options, rules, ctx);
+  const hub = await hubToConnect(flags, options, ctx);
+  const agent = createAgent(options, hub, rules, policy, ctx);
+  const kube = await connectToKubernetes(options, ctx);
+  const healthPort = await startHealthServer(agent, rules, kube, listen, ctx);
+  await startAdminServer(options, agent, kube, ctx);
+  await startAggregatedApi(options, rules, kube, ctx);
+  followKubernetes(options, agent, rules, kube, ctx);
+  startAgent(agent, hub, ctx);
+  if (hub.local) announceLocalHub(hub.local, demo, rules, agent, healthPort);
+  return waitForSignals(agent, options.drainTimeout, ctx.log, () => started.stopAll());
+}
+
+function parseAgentFlags(argv: string[]): Flags {
+  const flags = parseFlags(agentCommandFlags, argv, process.env);
+  if (flags.positionals.length > 0)
+    throw new UsageError(`unexpected argument "${flags.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
+  const o = flags.values;
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
-  const level = parsed.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
+  return flags;
+}
+
+function startLogging(flags: Flags): Logger {
+  const o = flags.values;
+  const level = flags.given.has('log-level') || o.v < 4 ? o.logLevel : 'debug';
   const log = createLogger(level, undefined, o.logFormat as LogFormat); // validated as a flag
   const ignored = Object.values(agentCommandFlags)
-    .filter((f) => 'ignored' in f && f.ignored && parsed.given.has(f.name))
+    .filter((f) => 'ignored' in f && f.ignored && flags.given.has(f.name))
     .map((f) => `--${f.name}`);
   if (ignored.length) log.info({ flags: ignored }, 'flags accepted for compatibility with the Go agent have no effect');
-  const registry = processRegistry();
+  return log;
+}
 
-  // No flag naming names or a hub: `npm start`'s demo (a cluster name, a rule, a page to reach by it).
-  // Loaded only then, like the local hub: neither is part of a deployed agent.
-  const demo = demoOffFlags.some((f) => parsed.given.has(f))
-    ? undefined
-    : await (await import('./demo.js')).startDemo(o, demoOffFlags);
-  if (demo) cleanups.push(() => demo.close());
-  // The demo's default ports may be taken (5353 by avahi or another agent): it then takes free ones and
-  // prints them. A port given on the command line is kept or fails.
-  const listen = async <T>(flag: string, port: number, bind: (port: number) => Promise<T>): Promise<T> => {
-    try {
-      return await bind(port);
-    } catch (err) {
-      if (!demo || parsed.given.has(flag) || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      log.warn({ port }, `--${flag}=${port} is taken: the demo listens on a free port instead`);
-      return bind(0);
-    }
-  };
+/**
+ * No flag naming names or a hub: `npm start`'s demo (a cluster name, a rule, a page to reach by it).
+ * Loaded only then, like the local hub: neither is part of a deployed agent.
+ */
+async function startDemo(flags: Flags, { started }: Context): Promise<Demo | undefined> {
+  if (demoOffFlags.some((f) => flags.given.has(f))) return undefined;
+  const demo = await (await import('./demo.js')).startDemo(demoOffFlags);
+  started.add(() => demo.close());
+  return demo;
+}
 
-  // Under cluster-proxy nothing can be set per cluster: the cluster, the namespace and the rules
-  // ConfigMap come from what its hub renders and the pod's service account, unless flags say otherwise.
+/**
+ * Under cluster-proxy nothing can be set per cluster: the cluster, the namespace and the rules
+ * ConfigMap come from what its hub renders and the pod's service account, unless flags say otherwise.
+ */
+function deriveOptions(flags: Flags, demo: Demo | undefined, { log }: Context): Options {
+  const given = { ...flags.values, ...demo?.options };
   const identity = deriveIdentity({
-    identifiers: o.agentIdentifiers,
-    clusterName: o.clusterName,
-    agentNamespace: o.agentNamespace,
+    identifiers: given.agentIdentifiers,
+    clusterName: given.clusterName,
+    agentNamespace: given.agentNamespace,
     serviceAccountNamespace: serviceAccountNamespace(),
   });
   for (const { flag, value, from } of identity.derived) log.info({ flag, value, from }, `${flag} not given: derived`);
   if (identity.problem) log.warn(identity.problem);
-  Object.assign(o, { clusterName: identity.clusterName, agentNamespace: identity.agentNamespace });
+  const derived = { ...given, clusterName: identity.clusterName, agentNamespace: identity.agentNamespace };
   // After the derivation: under cluster-proxy --api-server-port comes from additionalArgs, the cluster name from it.
-  const apiProblem = validateApiServerOptions(o);
+  const apiProblem = validateApiServerOptions(derived);
   if (apiProblem) throw new UsageError(apiProblem);
-  if (!parsed.given.has('rules-configmap')) {
-    o.rulesConfigmap = defaultRulesConfigmap(o);
-    if (o.rulesConfigmap !== '')
-      log.info(
-        { configmap: o.rulesConfigmap },
-        "--rules-configmap not given: watching spoke-agent-rules in the agent's namespace (--rules-configmap= turns this off)",
-      );
-  }
+  if (flags.given.has('rules-configmap')) return derived;
+  const rulesConfigmap = defaultRulesConfigmap(derived);
+  if (rulesConfigmap !== '')
+    log.info(
+      { configmap: rulesConfigmap },
+      "--rules-configmap not given: watching spoke-agent-rules in the agent's namespace (--rules-configmap= turns this off)",
+    );
+  return { ...derived, rulesConfigmap };
+}
 
-  // Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go agent.
-  // Loaded only then (./agent-rules.ts).
-  const withRules = o.clusterName !== '' ? await import('./agent-rules.js') : undefined;
-  let holder: RuleHolder | undefined;
-  let dns: Awaited<ReturnType<NonNullable<typeof withRules>['startDns']>> | undefined;
-  if (withRules) {
-    const rules = withRules.rulesFromFlags(o);
-    if (!rules.ok) throw new UsageError(`invalid rules: ${rules.errors.join('; ')}`);
-    holder = new withRules.RuleHolder(rules.value);
+type Listen = <T>(flag: string, port: number, bind: (port: number) => Promise<T>) => Promise<T>;
+
+/**
+ * The demo's default ports may be taken (5353 by avahi or another agent): it then takes free ones and
+ * prints them. A port given on the command line is kept or fails.
+ */
+function portsOrDemoFallback(flags: Flags, demo: Demo | undefined, { log }: Context): Listen {
+  return async (flag, port, bind) => {
     try {
-      dns = await withRules.startDns(o, holder, registry, log.child({ component: 'dns' }), (port, bind) =>
-        listen('dns-port', port, bind),
-      );
+      return await bind(port);
     } catch (err) {
-      throw new UsageError(`DNS server: ${(err as Error).message}`);
+      if (!demo || flags.given.has(flag) || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      log.warn({ port }, `--${flag}=${port} is taken: the demo listens on a free port instead`);
+      return bind(0);
     }
-    cleanups.push(() => dns!.close());
-  }
-  const policy = dialPolicy({
-    kube: o,
-    identifierHosts: identifierHosts(o.agentIdentifiers),
-    rules: holder && dns && { holder, resolveForDial: (h) => withRules!.resolveForDial(dns!.resolver, h) },
+  };
+}
+
+/**
+ * Rules and the DNS server exist only with a cluster name; without them the agent dials like the Go
+ * agent. Loaded only then (./agent-rules.ts).
+ */
+async function startRulesAndDns(
+  options: Options,
+  listen: Listen,
+  { log, registry, started }: Context,
+): Promise<RulesAndDns | undefined> {
+  if (options.clusterName === '') return undefined;
+  const { startRulesAndDns } = await import('./agent-rules.js');
+  const rules = await startRulesAndDns(options, registry, log, (port, bind) => listen('dns-port', port, bind)).catch(
+    (err: Error) => {
+      throw new UsageError(err.message);
+    },
+  );
+  started.add(() => rules.close());
+  return rules;
+}
+
+function startPolicy(
+  options: Options,
+  rules: RulesAndDns | undefined,
+  { log, registry, started }: Context,
+): DialPolicy {
+  const policy = startDialPolicy({
+    options,
+    identifierHosts: identifierHosts(options.agentIdentifiers),
+    rules: rules && { holder: rules.holder, resolveForDial: rules.resolveForDial },
     registry,
     log,
   });
-  cleanups.push(() => policy.stop());
+  started.add(() => policy.stop());
+  return policy;
+}
 
-  // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
-  let targets = o.proxyServerHost.map((h) =>
-    typeof splitHostPort(h) === 'string' ? joinHostPort(h, o.proxyServerPort) : h,
-  );
-  const localHub = parsed.given.has('proxy-server-host')
-    ? undefined
-    : await (await import('./local-hub.js')).startLocalHub(log);
-  if (localHub) {
-    cleanups.push(() => localHub.close());
-    // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
-    if (!parsed.given.has('health-server-host')) o.healthServerHost = '127.0.0.1';
-    Object.assign(o, localHub.agentCredentials);
-    targets = [localHub.agentTarget];
+interface Hub {
+  /** host:port of each proxy-server address. */
+  targets: string[];
+  /** The agent's options, with the local hub's credentials when it runs one. */
+  options: Options;
+  local?: LocalHub;
+}
+
+/** The proxy-servers of --proxy-server-host; without it, a local hub in this process. */
+async function hubToConnect(flags: Flags, options: Options, { log, started }: Context): Promise<Hub> {
+  if (flags.given.has('proxy-server-host')) {
+    // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
+    const targets = options.proxyServerHost.map((h) =>
+      typeof splitHostPort(h) === 'string' ? joinHostPort(h, options.proxyServerPort) : h,
+    );
+    return { targets, options };
   }
-  const memoryLimit = processMemoryLimit();
-  const identifiers = agentIdentifiers(o.agentIdentifiers, holder?.current);
-  const agent = new Agent(o, targets, {
+  const local = await (await import('./local-hub.js')).startLocalHub(log);
+  started.add(() => local.close());
+  // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
+  const healthServerHost = flags.given.has('health-server-host') ? options.healthServerHost : '127.0.0.1';
+  return { targets: [local.agentTarget], options: { ...options, ...local.agentCredentials, healthServerHost }, local };
+}
+
+function createAgent(
+  options: Options,
+  hub: Hub,
+  rules: RulesAndDns | undefined,
+  policy: DialPolicy,
+  { log, registry }: Context,
+): Agent {
+  return new Agent(hub.options, hub.targets, {
     log,
     registry,
     resolve: policy.resolve,
     authorize: policy.authorize,
-    identifiers,
-    memoryLimit,
+    identifiers: agentIdentifiers(options.agentIdentifiers, rules?.holder.current),
+    memoryLimit: processMemoryLimit(),
   });
+}
 
-  // Loaded only when needed: the Kubernetes client (kube/api-client.ts), one for every use of the API.
-  const kube = usesKubeApi(o) || servesApi(o) || o.countServerLeases ? await import('../kube/sources.js') : undefined;
-  let guards: Guards;
-  let client: KubeApiClient | undefined;
+interface Kube {
+  /** kube/sources.ts, loaded only when something uses the Kubernetes API. */
+  sources?: typeof import('../kube/sources.js');
+  client?: KubeApiClient;
+  guards: Guards;
+}
+
+async function connectToKubernetes(options: Options, { log, registry }: Context): Promise<Kube> {
+  if (!usesKubeApi(options) && !servesApi(options) && !options.countServerLeases) return { guards: {} };
+  const sources = await import('../kube/sources.js');
   try {
-    client = kube && (await kube.kubeApiClient(o.kubeconfig));
-    guards = kube ? kube.authGuards({ kube: o, log, registry, client }) : {};
+    const client = await sources.kubeApiClient(options.kubeconfig);
+    return { sources, client, guards: sources.authGuards({ kube: options, log, registry, client }) };
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+}
+
+/** /healthz, /readyz, /metrics and /debug; also on a local socket for `resolve` inside the pod. Returns its port. */
+async function startHealthServer(
+  agent: Agent,
+  rules: RulesAndDns | undefined,
+  kube: Kube,
+  listen: Listen,
+  { log, registry, started }: Context,
+): Promise<number> {
+  const o = agent.options;
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
-  if (guards.metrics) health.protectMetrics(guards.metrics);
-  health.addRoute(
-    '/debug/resolve',
-    withRules && dns ? withRules.resolveHandler(dns.resolver) : noRulesHandler,
-    guards.debug,
-  );
-  health.addRoute('/debug/rules', withRules && holder ? withRules.rulesHandler(holder) : noRulesHandler, guards.debug);
-  health.addRoute(
-    '/debug/queries',
-    withRules && dns ? withRules.queriesHandler(dns.resolver.queryLog) : noRulesHandler,
-    guards.queries,
-  );
-  let healthPort: number;
+  if (kube.guards.metrics) health.protectMetrics(kube.guards.metrics);
+  health.addRoute('/debug/resolve', rules?.resolveHandler ?? noRulesHandler, kube.guards.debug);
+  health.addRoute('/debug/rules', rules?.rulesHandler ?? noRulesHandler, kube.guards.debug);
+  health.addRoute('/debug/queries', rules?.queriesHandler ?? noRulesHandler, kube.guards.queries);
+  let port: number;
   try {
-    healthPort = (await listen('health-server-port', o.healthServerPort, (port) => health.listen(port))).port;
-    log.info(
-      { port: healthPort },
-      'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries',
-    );
+    port = (await listen('health-server-port', o.healthServerPort, (p) => health.listen(p))).port;
+    log.info({ port }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries');
   } catch (err) {
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
-  cleanups.push(() => health.close());
+  started.add(() => health.close());
   if (o.debugSocket && process.platform === 'linux') {
     // `kubectl exec POD -- ... resolve NAME` explains answers through it with no token (cmd/resolve-command.ts).
-    const path = localSocketPath(healthPort);
+    const path = localSocketPath(port);
     await health.listenLocal(path).then(
       () =>
         log.info(
@@ -233,88 +326,117 @@ async function start(
         ),
     );
   }
-  if (o.enableProfiling) {
-    // The Go agent's admin server, like it only on demand here: node:inspector is loaded with it.
-    const { addProfilingRoutes } = await import('../observability/profiling.js');
-    const admin = new HealthServer({ host: o.adminBindAddress, port: o.adminServerPort, registry, log });
-    admin.addCheck(agent.readiness);
-    if (guards.metrics) admin.protectMetrics(guards.metrics);
-    addProfilingRoutes(admin, log, guards.debug);
-    try {
-      const addr = await admin.listen();
-      log.info(
-        { address: addr.address, port: addr.port },
-        'admin server listening: /debug/pprof/profile?seconds=N (CPU profile), /debug/pprof/heap (heap snapshot)',
-      );
-    } catch (err) {
-      throw new UsageError(
-        `cannot listen on --admin-bind-address ${o.adminBindAddress} --admin-server-port ${o.adminServerPort}: ${(err as Error).message}`,
-      );
-    }
-    cleanups.push(() => admin.close());
-  }
-  if (servesApi(o) && holder && dns) {
-    // kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does.
-    const { startApiServer } = await import('../apiserver/setup.js');
-    const api = await startApiServer({ options: o, resolver: dns.resolver, holder, log, registry, client }).catch(
-      (err: Error) => {
-        throw new UsageError(err.message);
-      },
-    );
-    cleanups.push(() => api.close());
-  }
+  return port;
+}
 
-  if (kube && o.countServerLeases) {
-    try {
-      cleanups.push(
-        kube.startLeaseCounting({
-          agent: o,
-          kube: o,
-          client,
-          onCount: (n) => agent.clients.setLeaseCount(n),
-          log,
-          registry,
-        }),
-      );
-    } catch (err) {
-      throw new UsageError((err as Error).message);
-    }
+/** --enable-profiling: the Go agent's admin server, like it only on demand (node:inspector is loaded with it). */
+async function startAdminServer(
+  options: Options,
+  agent: Agent,
+  kube: Kube,
+  { log, registry, started }: Context,
+): Promise<void> {
+  if (!options.enableProfiling) return;
+  const { addProfilingRoutes } = await import('../observability/profiling.js');
+  const admin = new HealthServer({ host: options.adminBindAddress, port: options.adminServerPort, registry, log });
+  admin.addCheck(agent.readiness);
+  if (kube.guards.metrics) admin.protectMetrics(kube.guards.metrics);
+  addProfilingRoutes(admin, log, kube.guards.debug);
+  try {
+    const addr = await admin.listen();
+    log.info(
+      { address: addr.address, port: addr.port },
+      'admin server listening: /debug/pprof/profile?seconds=N (CPU profile), /debug/pprof/heap (heap snapshot)',
+    );
+  } catch (err) {
+    throw new UsageError(
+      `cannot listen on --admin-bind-address ${options.adminBindAddress} --admin-server-port ${options.adminServerPort}: ${(err as Error).message}`,
+    );
   }
-  if (holder) {
-    cleanups.push(followRuleIdentifiers({ holder, clients: agent.clients, extra: o.agentIdentifiers, log }));
-    try {
-      if (kube) cleanups.push(kube.startKubeSources({ kube: o, rules: o, holder, log, registry, client }));
-    } catch (err) {
-      throw new UsageError((err as Error).message);
+  started.add(() => admin.close());
+}
+
+/** kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does. */
+async function startAggregatedApi(
+  options: Options,
+  rules: RulesAndDns | undefined,
+  kube: Kube,
+  { log, registry, started }: Context,
+): Promise<void> {
+  if (!servesApi(options) || !rules) return;
+  const { startApiServer } = await import('../apiserver/setup.js');
+  const api = await startApiServer({
+    options,
+    resolver: rules.dns.resolver,
+    holder: rules.holder,
+    log,
+    registry,
+    client: kube.client,
+  }).catch((err: Error) => {
+    throw new UsageError(err.message);
+  });
+  started.add(() => api.close());
+}
+
+/** The proxy-servers' Leases, the rules' sources (a ConfigMap, Services), and the rule names registered as they change. */
+function followKubernetes(
+  options: Options,
+  agent: Agent,
+  rules: RulesAndDns | undefined,
+  kube: Kube,
+  { log, registry, started }: Context,
+): void {
+  const { sources, client } = kube;
+  try {
+    if (sources && options.countServerLeases) {
+      const onCount = (n: number) => agent.clients.setLeaseCount(n);
+      started.add(sources.startLeaseCounting({ agent: options, kube: options, client, onCount, log, registry }));
     }
+    if (!rules) return;
+    const { holder } = rules;
+    started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: options.agentIdentifiers, log }));
+    if (sources)
+      started.add(sources.startKubeSources({ kube: options, rules: options, holder, log, registry, client }));
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
+}
+
+function startAgent(agent: Agent, hub: Hub, { log, started }: Context): void {
   agent.start();
-  cleanups.push(() => agent.stop());
+  started.add(() => agent.stop());
   // Give back what start-up and bursts of work grew, once the agent is quiet (observability/idle-memory.ts).
-  cleanups.push(releaseMemoryWhenIdle());
+  started.add(releaseMemoryWhenIdle());
   log.info(
     {
       agentID: agent.agentID,
-      targets,
-      identifiers,
-      memoryLimit: memoryLimit ?? 'none',
+      targets: hub.targets,
+      identifiers: agent.identifiers,
+      memoryLimit: agent.memoryLimit ?? 'none',
       heapLimit: getHeapStatistics().heap_size_limit,
       bufferBudget: agent.budget.limit,
     },
     'spoke-agent started',
   );
-  if (localHub) {
-    const lines =
-      demo && dns
-        ? demo.lines({
-            httpConnectPort: localHub.ports.httpConnect,
-            dns: dns.listening,
-            health: { host: o.healthServerHost, port: healthPort },
-          })
-        : localHub.tunnelLines(holder ? undefined : joinHostPort('127.0.0.1', healthPort));
-    localHub.announce(agent.agentID, lines);
-  }
-  return waitForSignals(agent, o.drainTimeout, log, shutdown);
+}
+
+/** Once the agent holds the local hub: the demo's lines to try, or a dial through the tunnel. */
+function announceLocalHub(
+  local: LocalHub,
+  demo: Demo | undefined,
+  rules: RulesAndDns | undefined,
+  agent: Agent,
+  healthPort: number,
+): void {
+  const lines =
+    demo && rules
+      ? demo.lines({
+          httpConnectPort: local.ports.httpConnect,
+          dns: rules.dns.listening,
+          health: { host: agent.options.healthServerHost, port: healthPort },
+        })
+      : local.tunnelLines(rules ? undefined : joinHostPort('127.0.0.1', healthPort));
+  local.announce(agent.agentID, lines);
 }
 
 /** First SIGTERM/SIGINT drains (DRAIN sent, in-flight connections finish); a second exits at once. */

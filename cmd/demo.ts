@@ -8,12 +8,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort } from '../net/address.js';
 
 const demoCluster = 'cluster1';
 const demoName = `demo.default.${demoCluster}`;
 
 export interface Demo {
+  /** What the demo sets in place of flags: its cluster name and its rules file. */
+  options: { clusterName: string; rulesFile: string };
   /** What to print once the agent is connected: three commands that work as printed, from the clone. */
   lines(at: DemoListeners): string[];
   close(): Promise<void>;
@@ -26,12 +28,11 @@ export interface DemoListeners {
   health: { host: string; port: number };
 }
 
-/** Serves the page, writes the rules file and points the options at both. */
-/** `offFlags`: the flags that turn the demo off (the agent command decides), named in the printed lines. */
-export async function startDemo(
-  o: { clusterName: string; rulesFile: string },
-  offFlags: readonly string[],
-): Promise<Demo> {
+/**
+ * Serves the page and writes the rules file. `offFlags`: the flags that turn the demo off (the agent
+ * command decides), named in the printed lines.
+ */
+export async function startDemo(offFlags: readonly string[]): Promise<Demo> {
   const server = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' });
     res.end(
@@ -45,10 +46,9 @@ export async function startDemo(
     rulesFile,
     `# npm start's demo: the page served in process, answered with its loopback address.\nstatic:\n  - name: ${demoName}\n    target: 127.0.0.1\n`,
   );
-  o.clusterName = demoCluster;
-  o.rulesFile = rulesFile;
   const pagePort = (server.address() as AddressInfo).port;
   return {
+    options: { clusterName: demoCluster, rulesFile },
     lines: (at) => demoLines(pagePort, rulesFile, at, offFlags),
     close: async () => {
       server.closeAllConnections();

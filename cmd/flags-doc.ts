@@ -6,6 +6,7 @@ import { agentFlags } from '../agent/options.js';
 import { apiServerFlags } from '../apiserver/options.js';
 import { dialFlags } from './dial-command.js';
 import { queriesFlags } from './queries-command.js';
+import { dialPolicyFlags } from '../dial-policy/options.js';
 import { dnsFlags } from '../dns/options.js';
 import { kubeFlags } from '../kube/options.js';
 import { ruleFlags } from '../rules/options.js';
@@ -19,6 +20,7 @@ const groups: Array<{ title: string; flags: FlagSet }> = [
   { title: 'Tunnel (`agent/options.ts`)', flags: agentFlags },
   { title: 'Names and rules (`rules/options.ts`)', flags: ruleFlags },
   { title: 'DNS server (`dns/options.ts`)', flags: dnsFlags },
+  { title: 'Dial policy (`dial-policy/options.ts`)', flags: dialPolicyFlags },
   { title: 'Kubernetes (`kube/options.ts`)', flags: kubeFlags },
   { title: 'Aggregated API for kubectl (`apiserver/options.ts`)', flags: apiServerFlags },
 ];

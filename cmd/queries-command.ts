@@ -3,7 +3,7 @@
 // after the last line when the agent ends a watch. For clusters without the aggregation layer, or one
 // node's agent (`kubectl get queries.dns.spoke-agent.io` reaches whichever pod the Service picks).
 import { readFileSync } from 'node:fs';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort } from '../net/address.js';
 import { agentFlags } from '../agent/options.js';
 import type { ShownQuery } from '../dns/queries-handler.js';
 import { bool, FlagError, parseFlags, str, usage, type Values } from '../flags/flags.js';

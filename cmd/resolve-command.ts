@@ -3,7 +3,7 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIPv6, Socket } from 'node:net';
 import dns2 from 'dns2';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort } from '../net/address.js';
 import { agentFlags } from '../agent/options.js';
 import { describeRecords, type Explanation, explanationReason, flagsOf } from '../dns/explain.js';
 import { dnsFlags } from '../dns/options.js';

@@ -4,7 +4,7 @@
 import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIP, Socket } from 'node:net';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort } from '../net/address.js';
 import { enlargeReceiveBuffer } from './udp-buffer.js';
 import { sameQuestion } from './wire.js';
 

@@ -1,7 +1,7 @@
 // DNS messages as bytes (RFC 1035 §4, EDNS RFC 6891). The query path reads and patches raw buffers
 // instead of decoding them into objects: a query is parsed into one small record and a cache key, and
 // a cached answer goes out as a copy with the ID and the question's case patched in.
-import { ipAddressBytes } from '../agent/ip.js';
+import { ipAddressBytes } from '../net/ip.js';
 
 export const TYPE = {
   A: 1,

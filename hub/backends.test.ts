@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Backends, parseProxyStrategies, type Backend } from './backends.js';
+import { Backends, type Backend } from './backends.js';
 import { parseAgentIdentifiers, removePortFromHost } from './identifiers.js';
 
 const agent = (agentID: string, ids = '', draining = false): Backend => ({
@@ -46,15 +46,6 @@ describe('removePortFromHost', () => {
     // Go's quirk: a bracketed address without port loses its last group.
     ['[::1]', ':'],
   ])('%s -> %s', (input, host) => expect(removePortFromHost(input)).toBe(host));
-});
-
-describe('parseProxyStrategies', () => {
-  it('keeps order and skips empty items', () =>
-    expect(parseProxyStrategies('destHost,,default')).toEqual(['destHost', 'default']));
-  it('rejects unknown and empty lists with Go texts', () => {
-    expect(() => parseProxyStrategies('destCIDR')).toThrow('unknown proxy strategy: destCIDR');
-    expect(() => parseProxyStrategies(',')).toThrow('proxy strategies cannot be empty');
-  });
 });
 
 describe('Backends', () => {

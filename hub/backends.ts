@@ -4,19 +4,6 @@
 import { removePortFromHost, type Identifiers } from './identifiers.js';
 
 export type ProxyStrategy = 'default' | 'destHost' | 'defaultRoute';
-export const proxyStrategies: readonly ProxyStrategy[] = ['default', 'destHost', 'defaultRoute'];
-
-/** `--proxy-strategies`: a comma list, empty items skipped, order kept. Go's error texts. */
-export function parseProxyStrategies(text: string): ProxyStrategy[] {
-  const out: ProxyStrategy[] = [];
-  for (const item of text.split(',')) {
-    if (item === '') continue;
-    if (!proxyStrategies.includes(item as ProxyStrategy)) throw new Error(`unknown proxy strategy: ${item}`);
-    out.push(item as ProxyStrategy);
-  }
-  if (out.length === 0) throw new Error('proxy strategies cannot be empty');
-  return out;
-}
 
 /** What the managers need to know about one agent stream. */
 export interface Backend {

@@ -5,7 +5,7 @@ import { once, type EventEmitter } from 'node:events';
 import type http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { joinHostPort } from '../agent/address.js';
+import { joinHostPort } from '../net/address.js';
 import { createLogger, type Logger } from '../observability/log.js';
 import { AgentService, type PacketType, ProxyService, type Packet } from '../proto/packets.js';
 import { agentConnectHandler, type AgentStream, type AgentTokenValidator } from './agent-port.js';

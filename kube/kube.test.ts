@@ -7,7 +7,6 @@ import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { autoExposed } from './auto-expose.js';
 import { composeRules, configMapRules } from './compose.js';
-import { dialPolicy } from './dial-policy.js';
 import { delegatedAuthGuard, type Reviewer } from './delegated-auth.js';
 import { KubeMetrics } from './metrics.js';
 import { kubeFlags, validateKubeOptions } from './options.js';
@@ -108,13 +107,10 @@ describe('flags', () => {
   it('parses and checks the kube group', () => {
     const { values } = parseFlags(kubeFlags, [
       '--rules-configmap=spoke/rules',
-      '--allowed-cidrs=10.0.0.0/8,fd00::/8',
       '--auto-expose-namespace-selector=team=a',
     ]);
-    expect(values.allowedCidrs).toEqual(['10.0.0.0/8', 'fd00::/8']);
     expect(validateKubeOptions(values)).toBe('--auto-expose-namespace-selector needs --auto-expose');
     expect(() => parseFlags(kubeFlags, ['--rules-configmap=rules'])).toThrow(/want NAMESPACE\/NAME/);
-    expect(() => parseFlags(kubeFlags, ['--allowed-cidrs=10.0.0.0/40'])).toThrow(/invalid prefix length/);
     expect(() => parseFlags(kubeFlags, ['--debug-auth=maybe'])).toThrow(/auto, true or false/);
   });
 });
@@ -164,35 +160,6 @@ describe('re-registration', () => {
     } finally {
       vi.useRealTimers();
     }
-  });
-});
-
-describe('dial policy', () => {
-  it('dials anything without rules (saying so once), and only rule targets plus CIDRs with them', async () => {
-    const warnings: string[] = [];
-    const spy = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const open = dialPolicy({ kube: { allowedCidrs: [] }, registry: new Registry(), log: spy });
-    expect(open.authorize).toBeUndefined();
-    expect(warnings).toEqual([expect.stringMatching(/dials any address the hub names/)]);
-    const r = parseRules({
-      naming,
-      file: { origin: 'f', content: 'static: [{name: db.cluster1, target: 127.0.0.2}]' },
-    });
-    if (!r.ok) throw new Error();
-    const holder = new RuleHolder(r.value);
-    const closed = dialPolicy({
-      kube: { allowedCidrs: ['10.0.0.0/8'] },
-      rules: {
-        holder,
-        resolveForDial: async (h) => ({ addresses: [{ address: '127.0.0.2' }], match: holder.current.match(h) }),
-      },
-      registry: new Registry(),
-      log: spy,
-    });
-    await vi.waitFor(() => expect(closed.authorize!('127.0.0.2', '127.0.0.2')).toBeUndefined());
-    expect(closed.authorize!('169.254.169.254', '169.254.169.254')).toMatch(/not allowed/);
-    expect(closed.authorize!('10.0.0.5', '10.0.0.5')).toBeUndefined();
-    closed.stop();
   });
 });
 

@@ -1,9 +1,8 @@
 // Flags for what the agent takes from the spoke's Kubernetes API: rules from a ConfigMap, auto-exposed
-// Services, the dial allowlist, and delegated authentication for /debug and /metrics.
+// Services, and delegated authentication for /debug and /metrics.
 import { readFileSync } from 'node:fs';
-import { cidrsProblem } from '../agent/allowlist.js';
 import { labelSelectorProblem } from '../agent/options.js';
-import { bool, duration, list, str, type FlagSet, type Values } from '../flags/flags.js';
+import { bool, duration, str, type FlagSet, type Values } from '../flags/flags.js';
 import { labelProblem } from '../rules/naming.js';
 
 /** `NAMESPACE/NAME`, or a message. */
@@ -59,12 +58,6 @@ export const kubeFlags = {
           ? undefined
           : `"${v}" is not an annotation key`,
     },
-  ),
-  allowedCidrs: list(
-    'allowed-cidrs',
-    [],
-    'With rules (--cluster-name, given or derived), the agent dials only addresses its rules resolve to and the host= names of --agent-identifiers; these CIDRs (comma-separated, IPv4 or IPv6) are reachable too. Without rules every address is reachable, as with the Go agent.',
-    { validate: cidrsProblem },
   ),
   debugAuth: str(
     'debug-auth',

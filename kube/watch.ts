@@ -6,7 +6,7 @@
 // nothing is lost across a restart; while failing, nothing is emitted and the last list stays in force.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
-import { Backoff } from '../agent/backoff.js';
+import { Backoff } from '../clock/backoff.js';
 import type { Logger } from '../observability/log.js';
 import { ApiError, type KubeApiClient, type Query, type WatchEvent } from './api-client.js';
 import type { KubeMetrics, Resource } from './metrics.js';

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dialLookup, resolveForDial } from '../dns/dial.js';
+import { resolveForDial } from '../dial-policy/resolve.js';
 import { explain } from '../dns/explain.js';
 import { queriesHandler } from '../dns/queries-handler.js';
 import { HealthServer } from '../observability/health-server.js';
@@ -393,7 +393,7 @@ describe('malformed input', () => {
   });
 });
 
-describe('the agent\'s resolver ("a lookup-compatible function" and resolveForDial)', () => {
+describe("how the agent resolves a dial's host (resolveForDial)", () => {
   it('resolves rule targets through the upstream and names the rule', async () => {
     const r = await resolveForDial(main.dns.resolver, 'Web.Prod.Cluster1');
     expect(r).toMatchObject({
@@ -416,26 +416,6 @@ describe('the agent\'s resolver ("a lookup-compatible function" and resolveForDi
     expect(
       await resolveForDial(main.dns.resolver, 'elsewhere.test', async () => [{ address: '127.0.0.9', family: 4 }]),
     ).toMatchObject({ via: 'system', addresses: [{ address: '127.0.0.9' }] });
-  });
-
-  it('connects net.connect({ lookup }) to a static target', async () => {
-    const server = net.createServer((s) => s.end('hi'));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    try {
-      const socket = net.connect({
-        host: 'echo.cluster1',
-        port: (server.address() as net.AddressInfo).port,
-        lookup: dialLookup(main.dns.resolver),
-      });
-      const data = await new Promise<string>((resolve, reject) => {
-        socket.on('data', (d) => resolve(d.toString()));
-        socket.on('error', reject);
-      });
-      expect(data).toBe('hi');
-      socket.destroy();
-    } finally {
-      server.close();
-    }
   });
 });
 

@@ -4,10 +4,10 @@
 import { Resolver as NodeResolver } from 'node:dns/promises';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DialAllowlist } from '../agent/allowlist.js';
+import { DialAllowlist } from '../dial-policy/allowlist.js';
 import { dialTcp } from '../agent/dialer.js';
 import { parseFlags } from '../flags/flags.js';
-import { resolveForDial } from '../dns/dial.js';
+import { resolveForDial } from '../dial-policy/resolve.js';
 import { startDns, type DnsStack } from '../dns/setup.js';
 import { kubeFlags } from '../kube/options.js';
 import { followRuleIdentifiers } from '../kube/reregister.js';

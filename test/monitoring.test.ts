@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { AgentMetrics } from '../agent/metrics.js';
-import { DialAllowlist } from '../agent/allowlist.js';
+import { DialAllowlist } from '../dial-policy/allowlist.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { prometheusRule, prometheusRulePath, rulesPath } from '../cmd/monitoring-rules.js';
 import { DnsMetrics } from '../dns/metrics.js';

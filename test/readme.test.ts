@@ -16,7 +16,7 @@ describe('README.md', () => {
 
   it('lists every metric the agent registers', () => {
     const goPrefix = /const goPrefix = '([^']+)'/.exec(file('agent/metrics.ts'))![1]!;
-    const names = ['agent/metrics.ts', 'agent/allowlist.ts', 'dns/metrics.ts', 'kube/metrics.ts'].flatMap((f) =>
+    const names = ['agent/metrics.ts', 'dial-policy/allowlist.ts', 'dns/metrics.ts', 'kube/metrics.ts'].flatMap((f) =>
       [...file(f).matchAll(/name: [`']((?:\$\{goPrefix\})?[a-z_]+)[`']/g)].map((m) =>
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder as the sources spell it, replaced literally
         m[1]!.replace('${goPrefix}', goPrefix),

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import { joinHostPort } from '../../agent/address.js';
+import { joinHostPort } from '../../net/address.js';
 
 export interface Target {
   host: string;
@@ -11,10 +11,21 @@ export interface Target {
   address: string;
   /** Connections accepted so far. */
   accepted: () => number;
+  /** Resolves once `count` connections have been accepted: a client's connect can complete before the server sees it. */
+  whenAccepted: (count: number) => Promise<void>;
   close: () => Promise<void>;
 }
 
-function wrap(server: net.Server, host: string, counter: () => number): Promise<Target> {
+function wrap(server: net.Server, host: string): Promise<Target> {
+  let accepted = 0;
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
+  server.on('connection', () => {
+    accepted++;
+    for (const w of waiters.filter((w) => w.count <= accepted)) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve();
+    }
+  });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, host, () => {
@@ -23,7 +34,9 @@ function wrap(server: net.Server, host: string, counter: () => number): Promise<
         host,
         port,
         address: joinHostPort(host, port),
-        accepted: counter,
+        accepted: () => accepted,
+        whenAccepted: (count) =>
+          count <= accepted ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve })),
         close: () =>
           new Promise((r) => {
             if ('closeAllConnections' in server) (server as http.Server).closeAllConnections();
@@ -36,16 +49,14 @@ function wrap(server: net.Server, host: string, counter: () => number): Promise<
 
 /** Echoes every byte back. Sockets are tracked so close() does not wait for clients. */
 export function startEchoServer(host = '127.0.0.1'): Promise<Target> {
-  let count = 0;
   const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => {
-    count++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
     s.on('error', () => {});
     s.pipe(s);
   });
-  return wrap(server, host, () => count).then((t) => ({
+  return wrap(server, host).then((t) => ({
     ...t,
     close: () => {
       for (const s of sockets) s.destroy();
@@ -59,7 +70,6 @@ export function startEchoServer(host = '127.0.0.1'): Promise<Target> {
  * body; anything else answers "hello from <path>".
  */
 export function startHttpServer(host = '127.0.0.1'): Promise<Target> {
-  let count = 0;
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const bytes = /^\/bytes\/(\d+)$/.exec(url.pathname);
@@ -76,8 +86,7 @@ export function startHttpServer(host = '127.0.0.1'): Promise<Target> {
     }
     res.writeHead(200, { 'content-type': 'text/plain' }).end(`hello from ${url.pathname}`);
   });
-  server.on('connection', () => count++);
-  return wrap(server, host, () => count);
+  return wrap(server, host);
 }
 
 /** Deterministic, incompressible-looking bytes. */

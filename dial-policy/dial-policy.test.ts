@@ -1,60 +1,25 @@
-// The dial allowlist (agent/allowlist.ts): CIDR matching, and decisions against what rules resolve to.
-// Only loopback addresses are ever dialled; other addresses appear as data only.
+// The dial policy: the allowlist's decisions against what rules resolve to (allowlist.ts), and its
+// wiring to the rules (dial-policy.ts). Only loopback addresses are ever dialled; other addresses
+// appear as data only.
+import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it } from 'vitest';
-import { cidrContains, DialAllowlist, ipBytes, parseCidr, type Cidr, type DialResolution } from '../agent/allowlist.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { type Cidr, parseCidr } from '../net/cidr.js';
+import { DialAllowlist, type ResolveForDial } from './allowlist.js';
+import { startDialPolicy } from './dial-policy.js';
 import { dialTcp } from '../agent/dialer.js';
-import { resolveForDial as resolveThroughRules } from '../dns/dial.js';
+import { resolveForDial as resolveThroughRules } from './resolve.js';
 import { createResolver } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
-import { startEchoServer, type Target } from './support/targets.js';
+import { startEchoServer, type Target } from '../test/support/targets.js';
 
 const cidr = (text: string): Cidr => {
   const c = parseCidr(text);
   if (typeof c === 'string') throw new Error(c);
   return c;
 };
-
-describe('CIDR matching', () => {
-  it('parses IPv4 and IPv6, with embedded and mapped IPv4', () => {
-    expect([...ipBytes('10.1.2.3')!]).toEqual([10, 1, 2, 3]);
-    expect([...ipBytes('::ffff:10.1.2.3')!]).toEqual([10, 1, 2, 3]);
-    expect([...ipBytes('::ffff:a01:203')!]).toEqual([10, 1, 2, 3]);
-    expect([...ipBytes('fd00::1')!]).toEqual([0xfd, 0, ...new Array(13).fill(0), 1]);
-    expect([...ipBytes('64:ff9b::192.0.2.33')!].slice(12)).toEqual([192, 0, 2, 33]);
-    expect(ipBytes('fe80::1%eth0')).toHaveLength(16);
-    expect(ipBytes('nope')).toBeUndefined();
-  });
-
-  it('matches prefixes on and off byte boundaries', () => {
-    expect(cidrContains(cidr('10.0.0.0/8'), '10.255.0.1')).toBe(true);
-    expect(cidrContains(cidr('10.0.0.0/8'), '11.0.0.1')).toBe(false);
-    expect(cidrContains(cidr('172.16.0.0/12'), '172.31.255.255')).toBe(true);
-    expect(cidrContains(cidr('172.16.0.0/12'), '172.32.0.0')).toBe(false);
-    expect(cidrContains(cidr('0.0.0.0/0'), '169.254.169.254')).toBe(true);
-    expect(cidrContains(cidr('10.0.0.5'), '10.0.0.5')).toBe(true);
-    expect(cidrContains(cidr('10.0.0.5'), '10.0.0.6')).toBe(false);
-    expect(cidrContains(cidr('fd00::/8'), 'fdab::1')).toBe(true);
-    expect(cidrContains(cidr('fd00::/8'), 'fe80::1')).toBe(false);
-    expect(cidrContains(cidr('2001:db8::/33'), '2001:db8:7fff::1')).toBe(true);
-    expect(cidrContains(cidr('2001:db8::/33'), '2001:db8:8000::1')).toBe(false);
-    // IPv4-mapped IPv6 is the IPv4 address, both ways
-    expect(cidrContains(cidr('10.0.0.0/8'), '::ffff:10.0.0.1')).toBe(true);
-    expect(cidrContains(cidr('::ffff:10.0.0.0/104'), '10.0.0.1')).toBe(true);
-    // families never mix otherwise
-    expect(cidrContains(cidr('::/0'), '10.0.0.1')).toBe(false);
-    expect(cidrContains(cidr('0.0.0.0/0'), 'fd00::1')).toBe(false);
-  });
-
-  it('rejects malformed CIDRs with a message', () => {
-    expect(parseCidr('10.0.0.0/33')).toMatch(/invalid prefix length/);
-    expect(parseCidr('10.0.0/8')).toMatch(/is not a CIDR/);
-    expect(parseCidr('fd00::/129')).toMatch(/invalid prefix length/);
-    expect(parseCidr('10.0.0.0/x')).toMatch(/invalid prefix length/);
-  });
-});
 
 describe('DialAllowlist', () => {
   const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
@@ -65,15 +30,14 @@ describe('DialAllowlist', () => {
   });
   if (!parsed.ok) throw new Error(parsed.errors.join());
   const rules = parsed.value;
-  const calls: string[] = [];
-  // Stands in for dns/dial.ts: rule names resolve to loopback; other names "resolve" through the system.
-  const resolveForDial = async (host: string): Promise<DialResolution> => {
-    calls.push(host);
+  // Stands in for resolve.ts: rule names resolve to loopback; other names "resolve" through the system.
+  const resolveForDial: ResolveForDial = async (host) => {
     const match = rules.match(host);
     if (host === 'web.default.cluster1' || host === rules.hosts()[2])
-      return { addresses: [{ address: '127.0.0.1' }], match };
-    if (match?.target.kind === 'ip') return { addresses: match.target.v4.map((address) => ({ address })), match };
-    if (host === 'elsewhere.example') return { addresses: [{ address: '127.0.0.3' }] };
+      return { addresses: [{ address: '127.0.0.1', family: 4 }], match };
+    if (match?.target.kind === 'ip')
+      return { addresses: match.target.v4.map((address) => ({ address, family: 4 })), match };
+    if (host === 'elsewhere.example') return { addresses: [{ address: '127.0.0.3', family: 4 }] };
     throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
   };
   const make = (cidrs: string[] = []) => {
@@ -155,7 +119,7 @@ describe('DialAllowlist', () => {
     const open = make(['127.0.0.3/32']).allowlist;
     const socket = await dialTcp(`127.0.0.3:${target.port}`, { timeoutMs: 2000, authorize: open.authorize });
     socket.destroy();
-    await new Promise((r) => setTimeout(r, 20));
+    await target.whenAccepted(1);
     expect(target.accepted()).toBe(1);
   });
 
@@ -192,7 +156,7 @@ describe('DialAllowlist', () => {
         dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
       (await dial(`localhost:${target.port}`)).destroy();
       await expect(dial(`127.0.0.1:${target.port}`)).rejects.toMatchObject({ reason: 'denied' }); // the name, not its address
-      await new Promise((r) => setTimeout(r, 20));
+      await target.whenAccepted(1);
       expect(target.accepted()).toBe(1);
       // an identifier in the rules' zone that no rule serves stays unresolvable
       const zone = new DialAllowlist({
@@ -211,5 +175,73 @@ describe('DialAllowlist', () => {
     } finally {
       resolver.close();
     }
+  });
+});
+
+describe('startDialPolicy', () => {
+  const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
+  const rulesOf = (content: string) => {
+    const r = parseRules({ naming, file: { origin: 'f', content } });
+    if (!r.ok) throw new Error(r.errors.join());
+    return r.value;
+  };
+
+  it('dials anything without rules (saying so once), and only rule targets plus CIDRs with them', async () => {
+    const warnings: string[] = [];
+    const spy = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
+    const open = startDialPolicy({ options: { allowedCidrs: [] }, registry: new Registry(), log: spy });
+    expect(open.authorize).toBeUndefined();
+    expect(warnings).toEqual([expect.stringMatching(/dials any address the hub names/)]);
+    const holder = new RuleHolder(rulesOf('static: [{name: db.cluster1, target: 127.0.0.2}]'));
+    const closed = startDialPolicy({
+      options: { allowedCidrs: ['10.0.0.0/8'] },
+      rules: {
+        holder,
+        resolveForDial: async (h) => ({
+          addresses: [{ address: '127.0.0.2', family: 4 }],
+          match: holder.current.match(h),
+        }),
+      },
+      registry: new Registry(),
+      log: spy,
+    });
+    await vi.waitFor(() => expect(closed.authorize!('127.0.0.2', '127.0.0.2')).toBeUndefined());
+    expect(closed.authorize!('169.254.169.254', '169.254.169.254')).toMatch(/not allowed/);
+    expect(closed.authorize!('10.0.0.5', '10.0.0.5')).toBeUndefined();
+    closed.stop();
+  });
+
+  it('keeps the newest rules when an older refresh finishes last', async () => {
+    // Two rules edits in a row: the first one's names resolve slowly, the second's at once. The
+    // slow answer must not replace what the second edit's refresh learned.
+    const before = rulesOf('static: [{name: old.cluster1, target: slow.example}]');
+    const after = rulesOf('static: [{name: new.cluster1, target: 127.0.0.7}]');
+    let releaseSlow!: () => void;
+    const slow = new Promise<void>((resolve) => {
+      releaseSlow = resolve;
+    });
+    const holder = new RuleHolder(before);
+    const resolveForDial: ResolveForDial = async (host) => {
+      const match = holder.current.match(host) ?? before.match(host);
+      if (host === 'old.cluster1') {
+        await slow;
+        return { addresses: [{ address: '127.0.0.6', family: 4 }], match };
+      }
+      return { addresses: [{ address: '127.0.0.7', family: 4 }], match };
+    };
+    const policy = startDialPolicy({
+      options: { allowedCidrs: [] },
+      rules: { holder, resolveForDial },
+      registry: new Registry(),
+      log: createLogger('silent'),
+    });
+    holder.replace(after);
+    await vi.waitFor(() => expect(policy.authorize!('127.0.0.7', '127.0.0.7')).toBeUndefined());
+    releaseSlow();
+    // The slow refresh finishes in microtasks, all run before the next turn of the event loop.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(policy.authorize!('127.0.0.7', '127.0.0.7')).toBeUndefined();
+    expect(policy.authorize!('127.0.0.6', '127.0.0.6')).toMatch(/not an address any rule resolves to/);
+    policy.stop();
   });
 });

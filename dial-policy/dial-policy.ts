@@ -1,12 +1,13 @@
 // Where the agent may dial, for the agent command: with rules, only what they resolve to, the host=
-// names of --agent-identifiers and --allowed-cidrs (agent/allowlist.ts, kept current as the rules change); without rules, anything, as the
-// Go agent does, said once at start so nobody assumes otherwise.
+// names of --agent-identifiers and --allowed-cidrs (allowlist.ts, kept current as the rules change);
+// without rules, anything, as the Go agent does, said once at start so nobody assumes otherwise.
 import type { Registry } from 'prom-client';
-import { DialAllowlist, parseCidr, type Cidr, type ResolveForDial } from '../agent/allowlist.js';
 import type { DialAuthorizer, HostResolver } from '../agent/dialer.js';
+import { type Cidr, parseCidr } from '../net/cidr.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
-import type { KubeOptions } from './options.js';
+import { DialAllowlist, type ResolveForDial } from './allowlist.js';
+import type { DialPolicyFlagValues } from './options.js';
 
 export interface DialPolicy {
   /** For AgentDeps.resolve / AgentDeps.authorize; undefined without rules. */
@@ -15,20 +16,24 @@ export interface DialPolicy {
   stop(): void;
 }
 
-export function dialPolicy(o: {
-  kube: Pick<KubeOptions, 'allowedCidrs'>;
+export interface DialPolicyOptions {
+  options: DialPolicyFlagValues;
+  /** The host= names of --agent-identifiers. */
   identifierHosts?: readonly string[];
+  /** The rules and how a dial's host resolves through them (resolve.ts, loaded with the rules). */
   rules?: { holder: RuleHolder; resolveForDial: ResolveForDial };
   registry: Registry;
   log: Logger;
-}): DialPolicy {
+}
+
+export function startDialPolicy(o: DialPolicyOptions): DialPolicy {
   if (!o.rules) {
     o.log.warn(
       'no rules (--cluster-name is not set): the agent dials any address the hub names, as the Go agent does; set --cluster-name to allow only rule targets and --allowed-cidrs',
     );
     return { stop: () => {} };
   }
-  const cidrs = o.kube.allowedCidrs.map(parseCidr).filter((c): c is Cidr => typeof c !== 'string'); // validated as flags
+  const cidrs = o.options.allowedCidrs.map(parseCidr).filter((c): c is Cidr => typeof c !== 'string'); // validated as flags
   const allowlist = new DialAllowlist({
     resolveForDial: o.rules.resolveForDial,
     cidrs,

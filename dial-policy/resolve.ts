@@ -2,13 +2,13 @@
 // getaddrinfo), so dials resolve in process: a rule's target through the same cache and upstream as
 // the DNS server; a name no rule serves through the system resolver, as the Go agent does, which
 // keeps /etc/hosts (cluster-proxy's hostAliases) and the pod's search path working.
-import { promises as dnsPromises, type LookupAddress, type LookupOptions } from 'node:dns';
-import { isIP, type LookupFunction } from 'node:net';
+import { promises as dnsPromises, type LookupAddress } from 'node:dns';
+import { isIP } from 'node:net';
 import { normalizeName } from '../rules/naming.js';
 import type { Match } from '../rules/rule-set.js';
-import { chasedRecords } from './answer.js';
-import type { Resolver } from './resolver.js';
-import { RCODE, TYPE } from './wire.js';
+import { chasedRecords } from '../dns/answer.js';
+import type { Resolver } from '../dns/resolver.js';
+import { RCODE, TYPE } from '../dns/wire.js';
 
 export interface DialResolution {
   host: string;
@@ -76,24 +76,4 @@ export async function resolveForDial(
     throw notFound(host, `${match.rule.source}: ${why}`);
   }
   return { host, addresses, match, via: 'rule' };
-}
-
-/** For `net.connect({ lookup })`: answers like dns.lookup, including `all` (used by autoSelectFamily) and `family`. */
-export function dialLookup(resolver: Resolver, system: SystemLookup = systemLookup): LookupFunction {
-  return (
-    hostname: string,
-    options: LookupOptions,
-    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
-  ) => {
-    resolveForDial(resolver, hostname, system).then(
-      ({ addresses }) => {
-        const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
-        const usable = family === 4 || family === 6 ? addresses.filter((a) => a.family === family) : addresses;
-        if (usable.length === 0) callback(notFound(hostname, `no IPv${family} address`), options.all ? [] : '');
-        else if (options.all) callback(null, usable);
-        else callback(null, usable[0]!.address, usable[0]!.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err.code ? err : notFound(hostname, err.message), options.all ? [] : ''),
-    );
-  };
 }
