@@ -8,8 +8,8 @@ import { BufferBudget, defaultBufferBudget } from './buffer-budget.js';
 import { ClientSet } from './clientset.js';
 import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { defaultStallMs } from './tunnel.js';
-import type { AgentOptions } from './options.js';
+import { defaultStallMs } from './connection-table.js';
+import type { AgentFlagValues } from './options.js';
 
 export interface AgentDeps {
   log: Logger;
@@ -36,7 +36,7 @@ export class Agent {
   readonly memoryLimit: number | undefined;
 
   constructor(
-    readonly options: AgentOptions,
+    readonly options: AgentFlagValues,
     targets: string[],
     deps: AgentDeps,
   ) {

@@ -14,7 +14,7 @@ import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credent
 import type { AgentMetrics } from './metrics.js';
 import { ServerConnection } from './server-connection.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
-import type { Dial } from './tunnel.js';
+import type { Dial } from './connection-table.js';
 
 export interface ClientSetOptions {
   /** host:port of each proxy-server address (each may be a load balancer over several replicas). */

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialCancel, type DialError, dialTcp, relayTargetReads } from './dialer.js';
+import { DialCancel, type TargetDialError, dialTcp, relayTargetReads } from './dialer.js';
 
 const servers: net.Server[] = [];
 afterEach(() => {
@@ -68,7 +68,7 @@ describe('dialTcp', () => {
     const err = await dialTcp(`127.0.0.3:${port}`, {
       timeoutMs: 1000,
       authorize: (_h, ip) => `${ip} is not allowed`,
-    }).catch((e: DialError) => e);
+    }).catch((e: TargetDialError) => e);
     expect(err).toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed` });
     await new Promise((r) => setTimeout(r, 20));
     expect(connections()).toBe(0);

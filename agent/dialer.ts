@@ -29,7 +29,7 @@ export class DialCancel {
   }
 }
 
-export interface DialOptions {
+export interface TargetDialOptions {
   timeoutMs: number;
   cancel?: DialCancel;
   resolve?: HostResolver;
@@ -41,7 +41,7 @@ export interface DialOptions {
   sharedReads?: boolean;
 }
 
-export class DialError extends Error {
+export class TargetDialError extends Error {
   constructor(
     message: string,
     readonly reason: 'timeout' | 'refused' | 'unresolvable' | 'denied' | 'cancelled' | 'unknown',
@@ -53,9 +53,9 @@ export class DialError extends Error {
 const systemResolver: HostResolver = async (host) =>
   (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
-export async function dialTcp(address: string, opts: DialOptions): Promise<net.Socket> {
+export async function dialTcp(address: string, opts: TargetDialOptions): Promise<net.Socket> {
   const target = splitHostPort(address);
-  if (typeof target === 'string') throw new DialError(`dial tcp ${target}`, 'unknown');
+  if (typeof target === 'string') throw new TargetDialError(`dial tcp ${target}`, 'unknown');
   const deadline = Date.now() + opts.timeoutMs;
   let candidates: string[];
   if (net.isIP(target.host)) candidates = [target.host];
@@ -68,21 +68,22 @@ export async function dialTcp(address: string, opts: DialOptions): Promise<net.S
         opts.cancel,
       );
     } catch (err) {
-      if (err instanceof DialError) throw err;
-      throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
+      if (err instanceof TargetDialError) throw err;
+      throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
     }
-    if (candidates.length === 0) throw new DialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
+    if (candidates.length === 0)
+      throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
   }
   for (const ip of candidates) {
     const denied = opts.authorize?.(target.host, ip);
-    if (denied) throw new DialError(`dial tcp ${address}: ${denied}`, 'denied');
+    if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied');
   }
-  let lastError: DialError | undefined;
+  let lastError: TargetDialError | undefined;
   for (const ip of candidates) {
     try {
       return await connect(ip, target.port, address, deadline, opts);
     } catch (err) {
-      lastError = err as DialError;
+      lastError = err as TargetDialError;
       if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
     }
   }
@@ -126,10 +127,17 @@ export function relayTargetReads(socket: unknown, relay: Relay): boolean {
   return true;
 }
 
-function connect(ip: string, port: number, address: string, deadline: number, opts: DialOptions): Promise<net.Socket> {
+function connect(
+  ip: string,
+  port: number,
+  address: string,
+  deadline: number,
+  opts: TargetDialOptions,
+): Promise<net.Socket> {
   const { cancel } = opts;
   return new Promise((resolve, reject) => {
-    if (cancel?.cancelled) return reject(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+    if (cancel?.cancelled)
+      return reject(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
     const socket: SharedReadSocket = net.connect({
       host: ip,
       port,
@@ -137,21 +145,21 @@ function connect(ip: string, port: number, address: string, deadline: number, op
       ...(opts.sharedReads ? { onread: sharedReads } : {}),
     });
     if (opts.sharedReads) socket[readTarget] = [];
-    const fail = (err: DialError) => {
+    const fail = (err: TargetDialError) => {
       cleanup();
       socket.destroy();
       reject(err);
     };
     const onError = (err: NodeJS.ErrnoException) =>
       fail(
-        new DialError(
+        new TargetDialError(
           `dial tcp ${joinHostPort(ip, port)}: connect: ${describe(err)}`,
           err.code === 'ECONNREFUSED' ? 'refused' : 'unknown',
         ),
       );
-    const onAbort = () => fail(new DialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+    const onAbort = () => fail(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
     const timer = setTimeout(
-      () => fail(new DialError(`dial tcp ${address}: i/o timeout`, 'timeout')),
+      () => fail(new TargetDialError(`dial tcp ${address}: i/o timeout`, 'timeout')),
       Math.max(0, deadline - Date.now()),
     );
     const cleanup = () => {
@@ -170,12 +178,12 @@ function connect(ip: string, port: number, address: string, deadline: number, op
 
 function withDeadline<T>(work: Promise<T>, deadline: number, host: string, cancel?: DialCancel): Promise<T> {
   return new Promise((resolve, reject) => {
-    if (cancel?.cancelled) return reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
+    if (cancel?.cancelled) return reject(new TargetDialError('dial tcp: operation was canceled', 'cancelled'));
     const timer = setTimeout(
-      () => reject(new DialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')),
+      () => reject(new TargetDialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')),
       Math.max(0, deadline - Date.now()),
     );
-    if (cancel) cancel.onCancel = () => reject(new DialError('dial tcp: operation was canceled', 'cancelled'));
+    if (cancel) cancel.onCancel = () => reject(new TargetDialError('dial tcp: operation was canceled', 'cancelled'));
     work.then(resolve, reject).finally(() => {
       clearTimeout(timer);
       if (cancel) cancel.onCancel = undefined;

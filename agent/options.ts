@@ -212,7 +212,7 @@ export const agentFlags = {
   alsologtostderr: bool('alsologtostderr', false, 'klog: log to standard error as well as files.', { ignored: true }),
 } satisfies FlagSet;
 
-export type AgentOptions = Values<typeof agentFlags>;
+export type AgentFlagValues = Values<typeof agentFlags>;
 
 /** Go's util.ParseLabels: `key=value` pairs, comma-separated; its error texts. */
 export function leaseLabelsProblem(text: string): string | undefined {
@@ -227,7 +227,7 @@ export function labelSelectorProblem(s: string): string | undefined {
 }
 
 /** The Leases' label selector: --lease-label-selector when given, else the pairs of --lease-label. */
-export function leaseSelector(o: Pick<AgentOptions, 'leaseLabelSelector' | 'leaseLabel'>): string {
+export function leaseSelector(o: Pick<AgentFlagValues, 'leaseLabelSelector' | 'leaseLabel'>): string {
   if (o.leaseLabelSelector !== '') return o.leaseLabelSelector;
   return o.leaseLabel
     .split(',')
@@ -241,7 +241,7 @@ export function leaseSelector(o: Pick<AgentOptions, 'leaseLabelSelector' | 'leas
 }
 
 /** Checks that span several flags, as the Go agent's Validate does. */
-export function validateAgentOptions(o: AgentOptions): string | undefined {
+export function validateAgentOptions(o: AgentFlagValues): string | undefined {
   if (o.agentKey !== '' && o.agentCert === '')
     return `cannot have agent cert empty when agent key is set to "${o.agentKey}" (--agent-cert)`;
   if (o.agentCert !== '' && o.agentKey === '')

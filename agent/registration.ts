@@ -1,5 +1,5 @@
 // One Connect stream of the agent on a server connection: the identifiers it registered with, the
-// Tunnel that serves the dials the server routes to it, write back-pressure, DRAIN, and retirement.
+// ConnectionTable that serves the dials the server routes to it, write back-pressure, DRAIN, and retirement.
 // A retired stream stays open until the server has stopped routing to it: no dial pending, no
 // connection open, and no DIAL_REQ for a quiet period after its DRAIN (the server marks it draining
 // when it reads the DRAIN, and routes elsewhere from then on when it can); a DIAL_REQ that arrives
@@ -13,9 +13,9 @@ import type { AgentSession } from './agent-session.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
 import type { AgentMetrics } from './metrics.js';
-import { Tunnel, type Dial, type MalformedPacket } from './tunnel.js';
+import { ConnectionTable, type Dial, type MalformedPacket } from './connection-table.js';
 
-/** Never throws: a packet that does not decode reaches the Tunnel as MalformedPacket. */
+/** Never throws: a packet that does not decode reaches the ConnectionTable as MalformedPacket. */
 function decode(bytes: Buffer): Packet | MalformedPacket {
   try {
     return decodePacket(bytes);
@@ -42,7 +42,7 @@ export interface RegistrationOptions {
 }
 
 export class Registration {
-  readonly tunnel: Tunnel;
+  readonly table: ConnectionTable;
   private stream?: ConnectStream;
   private readonly writableWaiters: Array<() => void> = [];
   private closed = false;
@@ -60,7 +60,7 @@ export class Registration {
 
   constructor(private readonly opts: RegistrationOptions) {
     this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
-    this.tunnel = new Tunnel({
+    this.table = new ConnectionTable({
       sink: {
         send: (p) => this.send(p),
         sendData: (id, payload) => this.sendData(id, payload),
@@ -106,7 +106,7 @@ export class Registration {
 
   private receive(packet: Packet | MalformedPacket): void {
     if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = performance.now();
-    this.tunnel.handle(packet);
+    this.table.handle(packet);
   }
 
   /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
@@ -164,12 +164,12 @@ export class Registration {
       const quietFor = performance.now() - Math.max(this.lastDialAt, this.drainedAt);
       const left = deadline - performance.now();
       if (left <= 0) break;
-      if (this.tunnel.isIdle && quietFor >= this.opts.quietMs) break;
+      if (this.table.isIdle && quietFor >= this.opts.quietMs) break;
       // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
-      const wait = this.tunnel.isIdle ? this.opts.quietMs - quietFor : left;
+      const wait = this.table.isIdle ? this.opts.quietMs - quietFor : left;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
-        this.tunnel.isIdle ? new Promise<void>(() => {}) : this.tunnel.idle(),
+        this.table.isIdle ? new Promise<void>(() => {}) : this.table.idle(),
         new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(wait, left)))),
         this.whenClosed(),
       ]);
@@ -190,7 +190,7 @@ export class Registration {
   close(reason: string, graceful = false): void {
     if (this.closed) return;
     this.closed = true;
-    this.tunnel.abortAll();
+    this.table.abortAll();
     for (const resume of this.writableWaiters.splice(0)) resume();
     const { stream } = this;
     if (stream && graceful) {

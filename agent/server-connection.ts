@@ -184,12 +184,12 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   /** Connections open through this server, over all its streams. */
   get connectionCount(): number {
-    return this.registrations().reduce((n, r) => n + r.tunnel.connectionCount, 0);
+    return this.registrations().reduce((n, r) => n + r.table.connectionCount, 0);
   }
 
   /** Dials in progress through this server, over all its streams. */
   get pendingDialCount(): number {
-    return this.registrations().reduce((n, r) => n + r.tunnel.pendingDialCount, 0);
+    return this.registrations().reduce((n, r) => n + r.table.pendingDialCount, 0);
   }
 
   get isClosed(): boolean {

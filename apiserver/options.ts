@@ -24,14 +24,14 @@ export const apiServerFlags = {
   apiTlsPrivateKeyFile: str('api-tls-private-key-file', '', 'Private key (PEM) of --api-tls-cert-file.'),
 } satisfies FlagSet;
 
-export type ApiServerOptions = Values<typeof apiServerFlags>;
+export type ApiServerFlagValues = Values<typeof apiServerFlags>;
 
-export function servesApi(o: ApiServerOptions): boolean {
+export function servesApi(o: ApiServerFlagValues): boolean {
   return o.apiServerPort !== 0;
 }
 
 /** Checks that span several flags. */
-export function validateApiServerOptions(o: ApiServerOptions & { clusterName: string }): string | undefined {
+export function validateApiServerOptions(o: ApiServerFlagValues & { clusterName: string }): string | undefined {
   if (!servesApi(o)) return undefined;
   if (o.apiTlsCertFile === '' || o.apiTlsPrivateKeyFile === '')
     return "--api-server-port needs --api-tls-cert-file and --api-tls-private-key-file (a serving certificate the APIService's caBundle trusts)";

@@ -6,15 +6,15 @@ import type { Resolver } from '../dns/resolver.js';
 import type { KubeApiClient } from '../kube/api-client.js';
 import { requireClient } from '../kube/config.js';
 import { apiReviewer } from '../kube/delegated-auth.js';
-import type { KubeOptions } from '../kube/options.js';
+import type { KubeFlagValues } from '../kube/options.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { AuthenticationSource } from './authentication-source.js';
-import type { ApiServerOptions } from './options.js';
+import type { ApiServerFlagValues } from './options.js';
 import { ApiServer } from './server.js';
 
 export interface StartApiServerOptions {
-  options: ApiServerOptions & Pick<KubeOptions, 'kubeconfig' | 'kubeResync'>;
+  options: ApiServerFlagValues & Pick<KubeFlagValues, 'kubeconfig' | 'kubeResync'>;
   resolver: Resolver;
   holder: RuleHolder;
   log: Logger;

@@ -1,6 +1,6 @@
 // The agentIdentifiers header and dial addresses, read the way the Go proxy-server reads them
 // (ANP proto/header/header.go GenAgentIdentifiers, pkg/util/net.go RemovePortFromHost).
-import { parseQuery } from '../proto/url-query.js';
+import { parseQueryString } from '../proto/url-query.js';
 
 export interface Identifiers {
   ipv4: string[];
@@ -24,7 +24,7 @@ function parseGoBool(text: string): boolean | undefined {
 export function parseAgentIdentifiers(text: string): Identifiers {
   let query: Map<string, string[]>;
   try {
-    query = parseQuery(text);
+    query = parseQueryString(text);
   } catch (err) {
     throw new Error(`fail to parse url encoded string: ${(err as Error).message}`);
   }

@@ -23,7 +23,7 @@ import {
 import { Switchboard, type AgentInfo, type HubCounters, type SwitchboardEvents } from './switchboard.js';
 
 /** PEM text. With `ca`, clients must present a certificate signed by it (Go: RequireAndVerifyClientCert). */
-export interface TlsMaterial {
+export interface ServingTls {
   cert: string | Buffer;
   key: string | Buffer;
   ca?: string | Buffer;
@@ -45,9 +45,9 @@ export interface ProxyHubOptions {
   /** Go --server-port in http-connect mode (here a port of its own); default none, 0 ephemeral. */
   httpConnectPort?: number | null;
   /** Go --cluster-cert/--cluster-key/--cluster-ca-cert; absent: the agent port is plaintext. */
-  agentTls?: TlsMaterial;
+  agentTls?: ServingTls;
   /** Go --server-cert/--server-key/--server-ca-cert, for both frontend ports; absent: plaintext. */
-  frontendTls?: TlsMaterial;
+  frontendTls?: ServingTls;
   /** Go --backend-dial-timeout; default 0 (wait for the agent's DIAL_RSP forever). */
   backendDialTimeoutMs?: number;
   /** Go --keepalive-time / --frontend-keepalive-time: server pings after this much idle; default 1 h. */
@@ -64,7 +64,7 @@ export interface HubPorts {
   httpConnect?: number;
 }
 
-function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
+function grpcCredentials(tls: ServingTls | undefined): grpc.ServerCredentials {
   if (!tls) return grpc.ServerCredentials.createInsecure();
   const ca = tls.ca ? Buffer.from(tls.ca) : null;
   return grpc.ServerCredentials.createSsl(
@@ -74,12 +74,7 @@ function grpcCredentials(tls: TlsMaterial | undefined): grpc.ServerCredentials {
   );
 }
 
-async function bindGrpc(
-  server: grpc.Server,
-  host: string,
-  port: number,
-  tls: TlsMaterial | undefined,
-): Promise<number> {
+async function bindGrpc(server: grpc.Server, host: string, port: number, tls: ServingTls | undefined): Promise<number> {
   return new Promise((resolve, reject) =>
     server.bindAsync(joinHostPort(host, port), grpcCredentials(tls), (err, bound) =>
       err ? reject(err) : resolve(bound),
@@ -120,7 +115,7 @@ export class ProxyHub {
     try {
       const newGrpc = async (
         port: number,
-        tls: TlsMaterial | undefined,
+        tls: ServingTls | undefined,
         policy: EnforcementPolicy,
         register: (s: grpc.Server, pings: Map<string, PingStrikes>) => void,
       ) => {

@@ -38,7 +38,7 @@ export interface WatchEvent<T> {
   object: T;
 }
 
-export type Query = Record<string, string | undefined>;
+export type QueryParams = Record<string, string | undefined>;
 
 /** The longest line a watch may send (one object): past it the watch fails rather than buffer without end. */
 const maxEventBytes = 16 << 20;
@@ -59,7 +59,7 @@ export class KubeApiClient {
     return cluster.server;
   }
 
-  get<T>(path: string, query?: Query, signal?: AbortSignal): Promise<T> {
+  get<T>(path: string, query?: QueryParams, signal?: AbortSignal): Promise<T> {
     return this.json<T>('GET', path, query, undefined, signal);
   }
 
@@ -74,7 +74,7 @@ export class KubeApiClient {
    */
   async watch<T>(
     path: string,
-    query: Query,
+    query: QueryParams,
     handlers: { onEvent: (event: WatchEvent<T>) => void; onOpen?: () => void },
     signal: AbortSignal,
   ): Promise<void> {
@@ -123,7 +123,7 @@ export class KubeApiClient {
   private async json<T>(
     method: string,
     path: string,
-    query: Query | undefined,
+    query: QueryParams | undefined,
     body: unknown,
     signal?: AbortSignal,
   ): Promise<T> {
@@ -135,7 +135,7 @@ export class KubeApiClient {
   private async send(
     method: string,
     path: string,
-    query: Query | undefined,
+    query: QueryParams | undefined,
     body: unknown,
     signal?: AbortSignal,
   ): Promise<IncomingMessage> {

@@ -90,13 +90,13 @@ export const kubeFlags = {
   ),
 } satisfies FlagSet;
 
-export type KubeOptions = Values<typeof kubeFlags>;
+export type KubeFlagValues = Values<typeof kubeFlags>;
 
 /** What a caller of /debug/queries must be allowed to "get": reading the queries pods make is not reading the rules. */
 export const queriesAuthPath = (debugAuthPath: string) => `${debugAuthPath.replace(/\/$/, '')}/queries`;
 
 /** Checks that span several flags. */
-export function validateKubeOptions(o: KubeOptions): string | undefined {
+export function validateKubeOptions(o: KubeFlagValues): string | undefined {
   if (o.autoExposeNamespaceSelector !== '' && !o.autoExpose)
     return '--auto-expose-namespace-selector needs --auto-expose';
   return undefined;
@@ -129,7 +129,7 @@ export function defaultRulesConfigmap(
 }
 
 /** Whether the flags need the Kubernetes API at all; the client library costs ~60 MiB, so load it only then. */
-export function usesKubeApi(o: KubeOptions, env: NodeJS.ProcessEnv = process.env): boolean {
+export function usesKubeApi(o: KubeFlagValues, env: NodeJS.ProcessEnv = process.env): boolean {
   return (
     o.rulesConfigmap !== '' ||
     o.autoExpose ||

@@ -12,7 +12,7 @@ import type { KubeApiClient } from './api-client.js';
 import { requireClient } from './config.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
-import { inCluster, parseObjectRef, queriesAuthPath, type KubeOptions } from './options.js';
+import { inCluster, parseObjectRef, queriesAuthPath, type KubeFlagValues } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { LeaseCounter } from './lease-counter.js';
 import { leaseSelector } from '../agent/options.js';
@@ -21,7 +21,7 @@ import { configMapSpec, ResilientWatch } from './watch.js';
 export { kubeApiClient } from './config.js';
 
 export interface KubeSourcesOptions {
-  kube: KubeOptions;
+  kube: KubeFlagValues;
   rules: RuleFlagValues;
   holder: RuleHolder;
   log: Logger;
@@ -34,7 +34,7 @@ export interface KubeSourcesOptions {
 }
 
 /** Whether any Kubernetes source of rules is configured. */
-function wantsKubeSources(o: KubeOptions): boolean {
+function wantsKubeSources(o: KubeFlagValues): boolean {
   return o.rulesConfigmap !== '' || o.autoExpose;
 }
 
@@ -117,7 +117,7 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
 
 export interface LeaseCountingOptions {
   agent: { leaseNamespace: string; leaseLabelSelector: string; leaseLabel: string };
-  kube: Pick<KubeOptions, 'kubeResync'>;
+  kube: Pick<KubeFlagValues, 'kubeResync'>;
   client: KubeApiClient | undefined;
   onCount: (count: number) => void;
   log: Logger;
@@ -152,7 +152,7 @@ export interface Guards {
 
 /** The guards --debug-auth and --metrics-auth ask for. Throws when auth is required but there is no API server. */
 export function authGuards(o: {
-  kube: KubeOptions;
+  kube: KubeFlagValues;
   log: Logger;
   registry: Registry;
   client: KubeApiClient | undefined;

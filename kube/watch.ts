@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { Backoff } from '../clock/backoff.js';
 import type { Logger } from '../observability/log.js';
-import { ApiError, type KubeApiClient, type Query, type WatchEvent } from './api-client.js';
+import { ApiError, type KubeApiClient, type QueryParams, type WatchEvent } from './api-client.js';
 import type { KubeMetrics, Resource } from './metrics.js';
 
 export interface WatchSpec {
@@ -50,7 +50,7 @@ export function listOf<T extends KubernetesObject>(
   return client.get<KubernetesListObject<T>>(spec.path, selectors(spec), signal);
 }
 
-const selectors = (spec: WatchSpec): Query => ({
+const selectors = (spec: WatchSpec): QueryParams => ({
   labelSelector: spec.labelSelector,
   fieldSelector: spec.fieldSelector,
 });

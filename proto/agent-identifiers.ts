@@ -2,7 +2,7 @@
 // by (`host=cluster1&host=cluster1.ns&default-route=true`). Validation accepts exactly what the Go
 // agent accepts (cmd/agent/app/options/options.go validateAgentIdentifiers: Go's url.ParseQuery,
 // then known keys only), so any flag value cluster-proxy passes the Go binary works here too.
-import { parseQuery } from './url-query.js';
+import { parseQueryString } from './url-query.js';
 
 const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as const;
 
@@ -10,7 +10,7 @@ const identifierKeys = ['ipv4', 'ipv6', 'host', 'cidr', 'default-route'] as cons
 export function validateIdentifiers(text: string): string | undefined {
   let query: Map<string, string[]>;
   try {
-    query = parseQuery(text);
+    query = parseQueryString(text);
   } catch (err) {
     return `agent address is invalid: ${(err as Error).message}`;
   }
@@ -23,7 +23,9 @@ export function validateIdentifiers(text: string): string | undefined {
 
 /** The `host=` values of a valid identifier string, lower-cased, without a trailing dot, in order. */
 export function identifierHosts(text: string): string[] {
-  return (parseQuery(text).get('host') ?? []).map((h) => h.toLowerCase().replace(/\.$/, '')).filter((h) => h !== '');
+  return (parseQueryString(text).get('host') ?? [])
+    .map((h) => h.toLowerCase().replace(/\.$/, ''))
+    .filter((h) => h !== '');
 }
 
 /** Merges identifier strings, dropping exact duplicates, keeping first-seen order. */

@@ -13,7 +13,7 @@ function queryUnescape(text: string): string {
 }
 
 /** url.ParseQuery: repeated keys accumulate in order; a `;` is an error since Go 1.17. */
-export function parseQuery(text: string): Map<string, string[]> {
+export function parseQueryString(text: string): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const part of text.split('&')) {
     if (part === '') continue;

@@ -7,7 +7,7 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { Tunnel, type Dial } from './tunnel.js';
+import { ConnectionTable, type Dial } from './connection-table.js';
 import { waitUntil } from '../test/support/wait.js';
 
 const log = pino({ level: 'silent' });
@@ -44,7 +44,7 @@ function setup(
       targets.push(targetSide);
       return agentSide;
     });
-  const tunnel = new Tunnel({
+  const table = new ConnectionTable({
     sink: {
       send: (p) => {
         sent.push(p);
@@ -66,7 +66,7 @@ function setup(
     metrics,
     log,
   });
-  return { tunnel, sent, targets, resumers, metrics, brakes, budget };
+  return { table, sent, targets, resumers, metrics, brakes, budget };
 }
 
 /** A loopback target that keeps its side open after the agent's FIN (it never closes by itself). */
@@ -99,10 +99,10 @@ const data = (connectID: string, bytes: string): Packet => ({
 });
 const closeReq = (connectID: string): Packet => ({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } });
 
-describe('Tunnel', () => {
+describe('ConnectionTable', () => {
   it('answers a dial with connectID 1 and relays DATA both ways', async () => {
-    const { tunnel, sent, targets } = setup();
-    tunnel.handle(dialReq('9007199254740993'));
+    const { table, sent, targets } = setup();
+    table.handle(dialReq('9007199254740993'));
     await tick();
     expect(sent[0]).toEqual({
       type: PacketType.DIAL_RSP,
@@ -111,7 +111,7 @@ describe('Tunnel', () => {
     const target = targets[0]!;
     const received: Buffer[] = [];
     target.on('data', (c: Buffer) => received.push(c));
-    tunnel.handle(data('1', 'ping'));
+    table.handle(data('1', 'ping'));
     target.write('pong');
     await tick();
     expect(Buffer.concat(received).toString()).toBe('ping');
@@ -121,14 +121,14 @@ describe('Tunnel', () => {
 
   it('reports a failed dial in DIAL_RSP and keeps serving', async () => {
     let calls = 0;
-    const { tunnel, sent } = setup({
+    const { table, sent } = setup({
       dial: async () => {
         if (calls++ === 0) throw new Error('dial tcp 127.0.0.1:1: connect: connection refused');
         return duplexPair()[0];
       },
     });
-    tunnel.handle(dialReq('5'));
-    tunnel.handle(dialReq('6'));
+    table.handle(dialReq('5'));
+    table.handle(dialReq('6'));
     await tick();
     expect(sent).toContainEqual({
       type: PacketType.DIAL_RSP,
@@ -138,9 +138,9 @@ describe('Tunnel', () => {
   });
 
   it('gives the Go agent replies for unknown connectIDs', async () => {
-    const { tunnel, sent, metrics } = setup();
-    tunnel.handle(data('42', 'garbage'));
-    tunnel.handle(closeReq('43'));
+    const { table, sent, metrics } = setup();
+    table.handle(data('42', 'garbage'));
+    table.handle(closeReq('43'));
     expect(sent).toEqual([
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '42', error: 'unrecognized connectID' } },
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '43', error: 'Unknown connectID' } },
@@ -149,17 +149,17 @@ describe('Tunnel', () => {
   });
 
   it('answers CLOSE_REQ once, flushes to the target, and counts a duplicate as late, not rejected', async () => {
-    const { tunnel, sent, targets, metrics } = setup();
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets, metrics } = setup();
+    table.handle(dialReq('1'));
     await tick();
     const target = targets[0]!;
     const chunks: Buffer[] = [];
     let ended = false;
     target.on('data', (c: Buffer) => chunks.push(c));
     target.on('end', () => (ended = true));
-    tunnel.handle(data('1', 'last words'));
-    tunnel.handle(closeReq('1'));
-    tunnel.handle(closeReq('1'));
+    table.handle(data('1', 'last words'));
+    table.handle(closeReq('1'));
+    table.handle(closeReq('1'));
     await tick();
     expect(Buffer.concat(chunks).toString()).toBe('last words');
     expect(ended).toBe(true);
@@ -167,53 +167,53 @@ describe('Tunnel', () => {
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1' } },
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'Unknown connectID' } },
     ]);
-    expect(tunnel.connectionCount).toBe(0);
+    expect(table.connectionCount).toBe(0);
     expect(await counts(metrics)).toEqual({ rejected: {}, late: { CLOSE_REQ: 1 } });
   });
 
   it("the close race (target closes, then the hub's DATA and CLOSE_REQ arrive) is late, not rejected; an id never used still is", async () => {
-    const { tunnel, sent, targets, metrics } = setup();
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets, metrics } = setup();
+    table.handle(dialReq('1'));
     await tick();
     targets[0]!.end();
     await tick();
-    tunnel.handle(data('1', 'in flight'));
-    tunnel.handle(closeReq('1'));
+    table.handle(data('1', 'in flight'));
+    table.handle(closeReq('1'));
     // Answered as the Go agent answers an id it does not hold.
     expect(sent.slice(-2)).toEqual([
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'unrecognized connectID' } },
       { type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1', error: 'Unknown connectID' } },
     ]);
     expect(await counts(metrics)).toEqual({ rejected: {}, late: { DATA: 1, CLOSE_REQ: 1 } });
-    tunnel.handle(closeReq('2'));
+    table.handle(closeReq('2'));
     expect(await counts(metrics)).toEqual({ rejected: { unknown_connect_id: 1 }, late: { DATA: 1, CLOSE_REQ: 1 } });
   });
 
   it('DIAL_CLS that crosses our DIAL_RSP is late; one for a dial never requested is rejected', async () => {
-    const { tunnel, metrics } = setup();
-    tunnel.handle(dialReq('77'));
+    const { table, metrics } = setup();
+    table.handle(dialReq('77'));
     await tick();
-    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
-    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '78' } });
+    table.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
+    table.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '78' } });
     expect(await counts(metrics)).toEqual({ rejected: { unknown_dial: 1 }, late: { DIAL_CLS: 1 } });
-    expect(tunnel.connectionCount).toBe(1);
+    expect(table.connectionCount).toBe(1);
   });
 
   it('sends CLOSE_RSP when the target closes (remote EOF)', async () => {
-    const { tunnel, sent, targets } = setup();
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets } = setup();
+    table.handle(dialReq('1'));
     await tick();
     targets[0]!.end();
     await tick();
     expect(sent.at(-1)).toEqual({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '1' } });
-    expect(tunnel.connectionCount).toBe(0);
+    expect(table.connectionCount).toBe(0);
   });
 
   it('cancels a pending dial on DIAL_CLS and closes the socket it produced', async () => {
     let release!: () => void;
     let produced: Duplex | undefined;
     let aborted = false;
-    const { tunnel, sent, metrics } = setup({
+    const { table, sent, metrics } = setup({
       dial: (_address, cancel) =>
         new Promise((resolve) => {
           cancel.onCancel = () => (aborted = true);
@@ -223,28 +223,28 @@ describe('Tunnel', () => {
           };
         }),
     });
-    tunnel.handle(dialReq('77'));
-    tunnel.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
+    table.handle(dialReq('77'));
+    table.handle({ type: PacketType.DIAL_CLS, closeDial: { random: '77' } });
     expect(aborted).toBe(true);
     release();
     await tick();
     expect(produced!.destroyed).toBe(true);
     expect(sent).toEqual([]);
-    expect(tunnel.pendingDialCount).toBe(0);
+    expect(table.pendingDialCount).toBe(0);
     expect((await metrics.dialCancellations.get()).values[0]!.value).toBe(1);
   });
 
   it('logs and counts malformed and unexpected packets without disturbing open connections', async () => {
-    const { tunnel, sent, targets, metrics } = setup();
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets, metrics } = setup();
+    table.handle(dialReq('1'));
     await tick();
-    tunnel.handle({ malformed: 'index out of range' });
-    tunnel.handle({ type: PacketType.DATA } as Packet);
-    tunnel.handle({ type: PacketType.DIAL_RSP, dialResponse: { random: '1', connectID: '9', error: '' } });
-    tunnel.handle({ type: 99 as PacketType });
+    table.handle({ malformed: 'index out of range' });
+    table.handle({ type: PacketType.DATA } as Packet);
+    table.handle({ type: PacketType.DIAL_RSP, dialResponse: { random: '1', connectID: '9', error: '' } });
+    table.handle({ type: 99 as PacketType });
     const got: Buffer[] = [];
     targets[0]!.on('data', (c: Buffer) => got.push(c));
-    tunnel.handle(data('1', 'still here'));
+    table.handle(data('1', 'still here'));
     await tick();
     expect(Buffer.concat(got).toString()).toBe('still here');
     expect(sent).toHaveLength(1);
@@ -256,15 +256,15 @@ describe('Tunnel', () => {
   });
 
   it('closes a connection whose target stopped reading once its budget is exceeded, without braking the stream', async () => {
-    const { tunnel, sent, metrics, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 30 });
-    tunnel.handle(dialReq('1'));
-    tunnel.handle(dialReq('2'));
+    const { table, sent, metrics, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 30 });
+    table.handle(dialReq('1'));
+    table.handle(dialReq('2'));
     await tick();
     // Nobody reads target 1: its writes pile up in the agent-side write buffer, and wait there for
     // longer than the stall limit before the budget is exceeded.
-    for (let i = 0; i < 4; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 4; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     await new Promise((r) => setTimeout(r, 40));
-    for (let i = 0; i < 6; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 6; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     expect(sent).toContainEqual({
       type: PacketType.CLOSE_RSP,
       closeResponse: {
@@ -272,16 +272,16 @@ describe('Tunnel', () => {
         error: `target stopped reading: more than ${64 << 10} bytes buffered and none accepted for 30ms`,
       },
     });
-    expect(tunnel.connectionCount).toBe(1);
+    expect(table.connectionCount).toBe(1);
     expect(brakes).toEqual([]);
     expect((await metrics.bufferOverflows.get()).values[0]!.value).toBe(1);
   });
 
   it('brakes the stream for a target that is over budget but still reading, and releases it when drained', async () => {
-    const { tunnel, sent, targets, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 5000 });
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 5000 });
+    table.handle(dialReq('1'));
     await tick();
-    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 10; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     expect(brakes).toEqual(['pause']);
     let got = 0;
     targets[0]!.on('data', (c: Buffer) => (got += c.length));
@@ -292,10 +292,10 @@ describe('Tunnel', () => {
   });
 
   it('closes a braking connection whose target then stops reading, and releases the stream', async () => {
-    const { tunnel, sent, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 40 });
-    tunnel.handle(dialReq('1'));
+    const { table, sent, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 40 });
+    table.handle(dialReq('1'));
     await tick();
-    for (let i = 0; i < 10; i++) tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 10; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     expect(brakes).toEqual(['pause']);
     await new Promise((r) => setTimeout(r, 120));
     expect(brakes).toEqual(['pause', 'resume']);
@@ -309,23 +309,23 @@ describe('Tunnel', () => {
     const budget = sharedBudget(512 << 10, 40);
     const a = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
     const b = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
-    a.tunnel.handle(dialReq('1'));
-    a.tunnel.handle(dialReq('2'));
-    b.tunnel.handle(dialReq('3'));
+    a.table.handle(dialReq('1'));
+    a.table.handle(dialReq('2'));
+    b.table.handle(dialReq('3'));
     await tick();
     // Connection 2 of stream a and connection 1 of stream b stop reading, b's with the most waiting;
     // connection 1 of stream a reads.
     let got = 0;
     a.targets[0]!.on('data', (c: Buffer) => (got += c.length));
-    for (let i = 0; i < 5; i++) a.tunnel.handle(data('2', 'x'.repeat(16 << 10)));
-    for (let i = 0; i < 24; i++) b.tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 5; i++) a.table.handle(data('2', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 24; i++) b.table.handle(data('1', 'x'.repeat(16 << 10)));
     await new Promise((r) => setTimeout(r, 60));
     const before = budget.total;
     expect(before).toBeLessThanOrEqual(budget.limit);
     // Stream a's reading target pushes the total over 512 KiB.
     let sentToReader = 0;
-    while (b.tunnel.connectionCount > 0 && sentToReader < 40) {
-      a.tunnel.handle(data('1', 'y'.repeat(16 << 10)));
+    while (b.table.connectionCount > 0 && sentToReader < 40) {
+      a.table.handle(data('1', 'y'.repeat(16 << 10)));
       sentToReader++;
     }
     const closes = (t: typeof a) => t.sent.filter((p) => p.type === PacketType.CLOSE_RSP);
@@ -336,8 +336,8 @@ describe('Tunnel', () => {
       },
     ]);
     expect(closes(a)).toEqual([]);
-    expect(b.tunnel.connectionCount).toBe(0);
-    expect(a.tunnel.connectionCount).toBe(2);
+    expect(b.table.connectionCount).toBe(0);
+    expect(a.table.connectionCount).toBe(2);
     expect(budget.total).toBeLessThan(before);
     const metrics = b.metrics;
     expect((await metrics.bufferShed.get()).values[0]!.value).toBe(1);
@@ -351,9 +351,9 @@ describe('Tunnel', () => {
     const budget = sharedBudget(256 << 10, 40);
     const a = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
     const b = setup({ budget, maxBuffer: 8 << 20, stallMs: 40 });
-    a.tunnel.handle(dialReq('1'));
+    a.table.handle(dialReq('1'));
     await tick();
-    for (let i = 0; i < 20; i++) a.tunnel.handle(data('1', 'x'.repeat(16 << 10)));
+    for (let i = 0; i < 20; i++) a.table.handle(data('1', 'x'.repeat(16 << 10)));
     expect([a.brakes, b.brakes]).toEqual([['pause'], ['pause']]);
     await waitUntil(() => a.sent.at(-1)?.type === PacketType.CLOSE_RSP, 5000, 'the stopped target to be shed');
     expect(a.sent.at(-1)).toMatchObject({
@@ -371,7 +371,7 @@ describe('Tunnel', () => {
   it('releases a target socket right after CLOSE_REQ once its final bytes are flushed, though the target keeps its side open', async () => {
     const { server, accepted } = await halfOpenTarget();
     const sockets: net.Socket[] = [];
-    const { tunnel, metrics } = setup({
+    const { table, metrics } = setup({
       lingerMs: undefined,
       dial: async (address) => {
         sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
@@ -379,13 +379,13 @@ describe('Tunnel', () => {
       },
     });
     try {
-      tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
-      await waitUntil(() => tunnel.connectionCount === 1, 2000, 'the dial');
+      table.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
+      await waitUntil(() => table.connectionCount === 1, 2000, 'the dial');
       const target = await accepted;
       const got: Buffer[] = [];
       target.on('data', (c: Buffer) => got.push(c));
-      tunnel.handle(data('1', 'last words'));
-      tunnel.handle(closeReq('1'));
+      table.handle(data('1', 'last words'));
+      table.handle(closeReq('1'));
       await waitUntil(() => sockets[0]!.destroyed, 3000, 'the target socket to be released (it used to stay 10 s)');
       await waitUntil(() => Buffer.concat(got).toString() === 'last words', 1000, 'the final bytes');
       expect((await metrics.closingEndpointConnections.get()).values[0]!.value).toBe(0);
@@ -397,7 +397,7 @@ describe('Tunnel', () => {
   it('counts a closed socket whose target does not take its final bytes, and destroys it after the grace', async () => {
     const { server, accepted } = await halfOpenTarget();
     const sockets: net.Socket[] = [];
-    const { tunnel, metrics } = setup({
+    const { table, metrics } = setup({
       lingerMs: 300,
       dial: async (address) => {
         sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
@@ -406,14 +406,14 @@ describe('Tunnel', () => {
     });
     const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;
     try {
-      tunnel.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
-      await waitUntil(() => tunnel.connectionCount === 1, 2000, 'the dial');
+      table.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
+      await waitUntil(() => table.connectionCount === 1, 2000, 'the dial');
       (await accepted).pause();
       // More than loopback's kernel buffers take from a target that reads nothing.
       const mib: Packet = { type: PacketType.DATA, data: { connectID: '1', data: Buffer.alloc(1 << 20), error: '' } };
-      for (let i = 0; i < 16; i++) tunnel.handle(mib);
-      tunnel.handle(closeReq('1'));
-      expect(tunnel.connectionCount).toBe(0);
+      for (let i = 0; i < 16; i++) table.handle(mib);
+      table.handle(closeReq('1'));
+      expect(table.connectionCount).toBe(0);
       expect(await closing()).toBe(1);
       const started = performance.now();
       await waitUntil(() => sockets[0]!.destroyed, 2000, 'the target socket to be released');
@@ -427,8 +427,8 @@ describe('Tunnel', () => {
 
   it('pauses a target socket while the stream is backed up and resumes it on drain', async () => {
     let writable = true;
-    const { tunnel, sent, targets, resumers } = setup({ writable: () => writable });
-    tunnel.handle(dialReq('1'));
+    const { table, sent, targets, resumers } = setup({ writable: () => writable });
+    table.handle(dialReq('1'));
     await tick();
     writable = false;
     targets[0]!.write('a');
@@ -444,8 +444,8 @@ describe('Tunnel', () => {
   });
 
   it('refuses protocols other than tcp', () => {
-    const { tunnel, sent } = setup();
-    tunnel.handle(dialReq('3', '127.0.0.1:53', 'udp'));
+    const { table, sent } = setup();
+    table.handle(dialReq('3', '127.0.0.1:53', 'udp'));
     expect(sent[0]).toMatchObject({
       type: PacketType.DIAL_RSP,
       dialResponse: { random: '3', error: expect.stringContaining('unsupported protocol') },

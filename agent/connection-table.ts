@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { DialCancel, DialError } from './dialer.js';
+import { DialCancel, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
@@ -15,7 +15,7 @@ export type Dial = (address: string, cancel: DialCancel) => Promise<Duplex>;
 /** How long a target over its budget may accept nothing before it counts as stopped. */
 export const defaultStallMs = 2000;
 
-export interface TunnelOptions {
+export interface ConnectionTableOptions {
   sink: PacketSink;
   dial: Dial;
   maxBuffer: number;
@@ -39,7 +39,7 @@ export interface MalformedPacket {
   malformed: string;
 }
 
-export class Tunnel {
+export class ConnectionTable {
   private nextConnectID = 1;
   private readonly pending = new Map<string, DialCancel>();
   private readonly connections = new Map<string, EndpointConnection>();
@@ -60,7 +60,7 @@ export class Tunnel {
   /** Shared by every connection of this stream (not an object and three closures each). */
   private readonly endpointOptions: EndpointOptions;
 
-  constructor(private readonly opts: TunnelOptions) {
+  constructor(private readonly opts: ConnectionTableOptions) {
     this.stallMs = opts.stallMs ?? defaultStallMs;
     this.endpointOptions = {
       maxBuffer: opts.maxBuffer,
@@ -213,7 +213,7 @@ export class Tunnel {
         if (this.pending.get(random) !== cancel) return;
         this.pending.delete(random);
         this.finishedDials.add(random);
-        const reason = err instanceof DialError ? err.reason : 'unknown';
+        const reason = err instanceof TargetDialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
         this.opts.log.info({ random, address, error: message }, 'dial failed');
