@@ -21,7 +21,7 @@ COPY package.json ./
 # No node_modules: the bundle in dist/ carries every dependency it runs (cmd/build.ts).
 COPY --from=build /src/dist ./dist
 COPY --from=build /src/build ./build
-# What cluster-proxy's proxy-agent container runs: the same agent (README.md, "cluster-proxy drop-in").
+# What cluster-proxy's proxy-agent container runs: the same agent (manifests/cluster-proxy/README.md).
 COPY --chmod=0755 cmd/proxy-agent /proxy-agent
 USER 65532:65532
 # Health (/healthz /readyz /metrics /debug) and DNS (unprivileged: no root, no capability).

@@ -3,7 +3,7 @@
 // by a sync loop with backoff, and replaced gracefully when the TLS material they were opened with
 // changes. Rule names come and go as streams on the connections (server-connection.ts).
 // The loop waits on events, not a clock: a connection lost, a new server count (a header, the
-// Leases), the TLS files changed (credential-watch.ts), new rule names. An agent that holds every
+// Leases), the TLS files changed (tls/folder-watch.ts), new rule names. An agent that holds every
 // server does nothing until one of them happens; the Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
 import { splitHostPort } from '../net/address.js';

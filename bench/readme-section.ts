@@ -1,11 +1,11 @@
-// README.md's benchmark table, generated from bench/results/latest.json: `npm run bench` rewrites it
+// bench/README.md's table of the latest results, generated from bench/results/latest.json: `npm run bench` rewrites it
 // after a full run, `npm run bench:readme` from the stored results; bench/readme-section.test.ts
-// fails when the README no longer matches them, so the figures are never edited by hand.
+// fails when that README no longer matches them, so the figures are never edited by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { fmt, targetsTable, type Row } from './report.js';
 
-export const readmePath = fileURLToPath(new URL('../README.md', import.meta.url));
+export const readmePath = fileURLToPath(new URL('README.md', import.meta.url));
 export const resultsPath = fileURLToPath(new URL('results/latest.json', import.meta.url));
 const startMarker = '<!-- bench:start -->';
 const endMarker = '<!-- bench:end -->';
@@ -42,7 +42,7 @@ export function benchSection(results: Results): string {
 export function withBenchSection(readme: string, section: string): string {
   const start = readme.indexOf(startMarker);
   const end = readme.indexOf(endMarker);
-  if (start < 0 || end < start) throw new Error(`README.md has no ${startMarker} ... ${endMarker} block`);
+  if (start < 0 || end < start) throw new Error(`bench/README.md has no ${startMarker} ... ${endMarker} block`);
   return `${readme.slice(0, start + startMarker.length)}\n${section}\n${readme.slice(end)}`;
 }
 

@@ -14,7 +14,7 @@ import { refusalReason } from './debug-refusal.js';
 
 const { Packet } = dns2;
 
-const resolveFlags = {
+export const resolveFlags = {
   type: str('type', 'A', 'Query type (A, AAAA, CNAME, TXT, HTTPS, TYPE65, ...).'),
   server: str('server', '127.0.0.1', 'Address of the DNS server to ask.'),
   dnsPort: dnsFlags.dnsPort,

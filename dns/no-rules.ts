@@ -11,5 +11,5 @@ export const noRulesHandler: RouteHandler = (_req, res) =>
   json(res, 404, {
     error:
       'no rules: this agent runs without --cluster-name, so it serves no names and its DNS server is off. Set --cluster-name=NAME (serves NAME and NAME.<agent-namespace>), ' +
-      'then expose names with --expose=NAMESPACE/SERVICE, --rules-file=PATH, --rules-configmap=NAMESPACE/NAME or --auto-expose (README.md, dns/README.md).',
+      'then expose names with --expose=NAMESPACE/SERVICE, --rules-file=PATH, --rules-configmap=NAMESPACE/NAME or --auto-expose (rules/README.md).',
   });

@@ -44,7 +44,7 @@ export function countLeases(leases: readonly Lease[], now: number): { count: num
 const goPrefix = 'konnectivity_network_proxy_agent_';
 
 /** The Go agent's lease metrics, with its names and labels (pkg/agent/metrics/metrics.go). */
-function leaseMetrics(registry: Registry) {
+export function leaseMetrics(registry: Registry) {
   const registers = [registry];
   return {
     lists: new Counter({

@@ -5,7 +5,7 @@
 // v3 and v2 as the aggregator merges them), kubectl get's columns, a dig showing up in a running
 // kubectl get --watch, and a UID header reaching the real SubjectAccessReview (seen in the API
 // server's audit log). Skipped, with a note, where the kube-apiserver and etcd binaries are absent
-// (README.md, "Tests against a real kube-apiserver"). One API server for the whole file.
+// (CONTRIBUTING.md, "Reference peers"). One API server for the whole file.
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import https from 'node:https';

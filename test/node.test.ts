@@ -8,7 +8,7 @@
 // user, an agent with no nameserver, a rolling restart under a client dialling every 0.3 s (no failed
 // dial), the pod's working set and CPU from the kubelet's summary API, and cluster-proxy's rendered
 // Deployment with only the image changed. Needs root, the reference binaries and Debian's packages
-// (README.md, Contributing); skipped with a note elsewhere.
+// (CONTRIBUTING.md, "Reference peers"); skipped with a note elsewhere.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';

@@ -1,36 +1,12 @@
-// README.md stays true: the generated flags section matches the code, every metric is listed, local
-// links resolve, and the two quick-start commands work on a copy of the repository.
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+// README.md's quick start stays true: the two commands are the first two blocks, `npm test` is what
+// CI runs, and `npm start` prints lines that work as printed, on a copy of the repository.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readmePath, withFlagsSection } from '../cmd/flags-doc.js';
 import { copyOfRepo, repoRoot, run } from './support/processes.js';
 
-const readme = readFileSync(readmePath, 'utf8');
+const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
 const file = (path: string) => readFileSync(join(repoRoot, path), 'utf8');
-
-describe('README.md', () => {
-  it('has the flags section `npm run docs:flags` generates from the code', () => {
-    expect(readme, 'README flags are stale: run npm run docs:flags').toBe(withFlagsSection(readme));
-  });
-
-  it('lists every metric the agent registers', () => {
-    const goPrefix = /const goPrefix = '([^']+)'/.exec(file('agent/metrics.ts'))![1]!;
-    const names = ['agent/metrics.ts', 'dial-policy/allowlist.ts', 'dns/metrics.ts', 'kube/metrics.ts'].flatMap((f) =>
-      [...file(f).matchAll(/name: [`']((?:\$\{goPrefix\})?[a-z_]+)[`']/g)].map((m) =>
-        // biome-ignore lint/suspicious/noTemplateCurlyInString: the placeholder as the sources spell it, replaced literally
-        m[1]!.replace('${goPrefix}', goPrefix),
-      ),
-    );
-    expect(names.length).toBeGreaterThan(25);
-    for (const name of names) expect(readme, name).toContain(`\`${name}`);
-  });
-
-  it('links only to files that exist', () => {
-    for (const [, target] of readme.matchAll(/\]\(((?!https?:)[^)#]+)(?:#[^)]*)?\)/g))
-      expect(existsSync(join(dirname(readmePath), target!)), target).toBe(true);
-  });
-});
 
 describe('quick start', () => {
   const blocks = [...readme.matchAll(/```sh\n([^`]*?)\n```/g)].map((m) => m[1]!.trim());

@@ -1,5 +1,5 @@
 // A single-node Kubernetes v1.28 cluster inside a private network + mount namespace, for the node suite
-// (test/node.test.ts). The team's recipe for this machine kind (README.md, Contributing) in code:
+// (test/node.test.ts). The team's recipe for this machine kind (CONTRIBUTING.md) in code:
 // - one holder process (`unshare -n -m sleep infinity`) owns the namespaces; every component runs in
 //   them through nsenter. Inside: lo, the node IP on a veth pair whose both ends stay inside (no
 //   `dummy` module here), a default route onto it where nothing answers, so nothing leaves; tmpfs on

@@ -1,0 +1,63 @@
+// The documentation stays true: the generated tables of the component READMEs match the code
+// (`npm run docs`), every metric the agent registers is in some component's table, every README's
+// local links resolve, and the front door stays a front door.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { components, generated } from '../cmd/docs.js';
+import { repoRoot } from './support/processes.js';
+
+const read = (path: string) => readFileSync(join(repoRoot, path), 'utf8');
+
+/** Every Markdown file of the repository outside node_modules and generated results. */
+function markdownFiles(dir = ''): string[] {
+  return readdirSync(join(repoRoot, dir), { withFileTypes: true }).flatMap((e) => {
+    const path = dir ? `${dir}/${e.name}` : e.name;
+    if (e.isDirectory())
+      return ['node_modules', '.git', 'dist', 'build', 'results'].includes(e.name) ? [] : markdownFiles(path);
+    return e.name.endsWith('.md') ? [path] : [];
+  });
+}
+
+describe('component READMEs', () => {
+  it.each(components.map((c) => [c.readme, c] as const))('%s has the tables `npm run docs` writes', (readme, c) => {
+    const text = read(readme);
+    expect(text, `${readme} is stale: run npm run docs`).toBe(generated(c, text));
+  });
+
+  it('every folder with code has a README', () => {
+    const folders = readdirSync(repoRoot, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && !e.name.startsWith('.') && !['node_modules', 'dist', 'build'].includes(e.name))
+      .map((e) => e.name)
+      .filter((name) => readdirSync(join(repoRoot, name)).some((f) => f.endsWith('.ts')));
+    for (const folder of folders)
+      expect(existsSync(join(repoRoot, folder, 'README.md')), `${folder}/README.md`).toBe(true);
+  });
+
+  it('the metrics tables name more than a few metrics, each once', () => {
+    const names = components.flatMap((c) => {
+      if (!c.metrics) return [];
+      const registry = new Registry();
+      c.metrics(registry);
+      return registry.getMetricsAsArray().map((m) => m.name);
+    });
+    expect(names.length).toBeGreaterThan(40);
+    expect(new Set(names).size).toBe(names.length);
+  });
+});
+
+describe('links', () => {
+  it.each(markdownFiles())('%s links only to files that exist', (file) => {
+    for (const [, target] of read(file).matchAll(/\]\(((?!https?:)[^)#\s]+)(?:#[^)]*)?\)/g))
+      expect(existsSync(join(repoRoot, dirname(file), target!)), `${file} -> ${target}`).toBe(true);
+  });
+});
+
+describe('README.md', () => {
+  it('is a front door: at most ~250 lines, no generated tables', () => {
+    const readme = read('README.md');
+    expect(readme.split('\n').length).toBeLessThanOrEqual(260);
+    expect(readme).not.toMatch(/<!-- (flags|metrics|bench):start -->/);
+  });
+});
