@@ -4,8 +4,10 @@
 // cmd/container-memory.ts, instead of growing towards the host's memory) and within the DaemonSet's
 // memory request. Not in the default run (minutes long): `npm run bench -- churn`.
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { memoryCgroup } from '../test/support/cgroup.js';
-import { hubRoute, repoRoot, startOurAgent, startOurHub, type Targets, type TestPki } from './env.js';
+import { repoRoot } from '../test/support/processes.js';
+import { hubRoute, startOurAgent, startOurHub, type Targets, type TestPki } from './env.js';
 import { exchange } from './latency.js';
 import { MiB, type Report } from './report.js';
 
@@ -13,7 +15,7 @@ const limit = 256 * MiB;
 
 /** The agent container's memory request in manifests/daemonset.yaml, in bytes. */
 function daemonSetRequest(): number {
-  const yaml = readFileSync(`${repoRoot}manifests/daemonset.yaml`, 'utf8');
+  const yaml = readFileSync(join(repoRoot, 'manifests/daemonset.yaml'), 'utf8');
   const m = /requests:\s*\n(?:\s+cpu: \S+\n)?\s+memory: (\d+)Mi/.exec(yaml);
   if (!m) throw new Error('no memory request in manifests/daemonset.yaml');
   return Number(m[1]) * MiB;

@@ -18,12 +18,11 @@ import {
   newestAnpRelease,
   type GoServerPorts,
 } from '../test/support/go-proxy-server.js';
-import { buildDist, terminate } from '../test/support/processes.js';
+import { buildDist, repoRoot, terminate } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
 import { waitUntil } from '../test/support/wait.js';
 
-export const repoRoot = new URL('..', import.meta.url).pathname;
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
 const profileDir = process.env.BENCH_CPU_PROF;
 /** Set BENCH_NODE_FLAGS='--no-maglev ...' to try V8/Node flags on the agent and hub processes. */

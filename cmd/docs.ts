@@ -23,7 +23,7 @@ import { dialFlags } from './dial-command.js';
 import { queriesFlags } from './queries-command.js';
 import { resolveFlags } from './resolve-command.js';
 
-export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
 interface Component {
   /** The README, from the repository's root. */
