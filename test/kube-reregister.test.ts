@@ -87,7 +87,7 @@ beforeAll(async () => {
     },
   );
   stopFollowing = followRuleIdentifiers({ holder, clients: agent.agent.clients, extra: '', log });
-  await agent.ready(1, 20_000); // generous: node-forge keys and a busy machine
+  await agent.ready(1, 20_000); // generous: a busy machine
 });
 
 afterAll(async () => {
