@@ -4,7 +4,6 @@
 // client authentication. The TLS layer does not decide this: one port serves two bundles (front
 // proxy and client CA) and the answer differs by bundle.
 import type { X509Certificate } from 'node:crypto';
-import forge from 'node-forge';
 
 const clientAuth = '1.3.6.1.5.5.7.3.2';
 const anyExtendedKeyUsage = '2.5.29.37.0';
@@ -39,27 +38,16 @@ export function verifyClientChain(
   return false;
 }
 
-const oids = { commonName: '2.5.4.3', organization: '2.5.4.10' };
-
 /**
- * The subject's common name and organizations, read from the DER (X509Certificate.subject is an
- * escaped text form in which a crafted value could pose as another attribute).
+ * The subject's common name and organizations, as Kubernetes' x509 authenticator reads them (Go's
+ * pkix.Name: the last CN, every O in certificate order, multi-valued RDNs flattened). Read from
+ * toLegacyObject(), whose subject Node builds entry by entry from the DER with values only converted
+ * to UTF-8; X509Certificate.subject is RFC 2253-escaped text (`\,`, `\+`, `\0A`) that would have to be
+ * unescaped to tell a value from a separator. A subject Node cannot convert yields no names.
  */
 export function subjectNames(cert: X509Certificate): { commonName: string; organizations: string[] } {
-  const tbs = (forge.asn1.fromDer(forge.util.createBuffer(cert.raw.toString('binary'))).value as forge.asn1.Asn1[])[0]!;
-  const fields = tbs.value as forge.asn1.Asn1[];
-  // tbsCertificate: [0] version (explicit, optional), serial, signature, issuer, validity, subject
-  const subject = fields[fields[0]!.tagClass === forge.asn1.Class.CONTEXT_SPECIFIC ? 5 : 4]!;
-  let commonName = '';
-  const organizations: string[] = [];
-  for (const rdn of subject.value as forge.asn1.Asn1[]) {
-    for (const attribute of rdn.value as forge.asn1.Asn1[]) {
-      const [oid, value] = attribute.value as forge.asn1.Asn1[];
-      const type = forge.asn1.derToOid(oid!.value as string);
-      const text = forge.util.decodeUtf8(value!.value as string);
-      if (type === oids.commonName) commonName = text;
-      else if (type === oids.organization) organizations.push(text);
-    }
-  }
-  return { commonName, organizations };
+  // @types/node types each entry as one string; a repeated attribute is an array.
+  const subject: { CN?: string | string[]; O?: string | string[] } | undefined = cert.toLegacyObject().subject;
+  const values = (key: 'CN' | 'O') => [subject?.[key] ?? []].flat();
+  return { commonName: values('CN').at(-1) ?? '', organizations: values('O') };
 }
