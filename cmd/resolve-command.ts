@@ -2,17 +2,15 @@
 import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIPv6, Socket } from 'node:net';
-import dns2 from 'dns2';
 import { joinHostPort } from '../net/address.js';
 import { agentFlags } from '../agent/options.js';
 import { describeRecords, type Explanation, explanationReason, flagsOf } from '../dns/explain.js';
+import { decodeMessage } from '../dns/dns2.js';
 import { dnsFlags } from '../dns/options.js';
 import { encodeQuery, rcodeName, TYPE, typeCode } from '../dns/wire.js';
 import { bool, duration, FlagError, type Parsed, parseFlags, str, usage } from '../flags/flags.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { refusalReason } from './debug-refusal.js';
-
-const { Packet } = dns2;
 
 export const resolveFlags = {
   type: str('type', 'A', 'Query type (A, AAAA, CNAME, TXT, HTTPS, TYPE65, ...).'),
@@ -172,20 +170,18 @@ export async function runResolveCommand(argv: string[], out: NodeJS.WritableStre
     return 1;
   }
   const ms = (performance.now() - started).toFixed(1);
-  const packet = Packet.parse(response);
+  const packet = decodeMessage(response);
   out.write(
     `;; ${name} ${values.type.toUpperCase()} from ${values.server}:${values.dnsPort} (${transport}): ${rcodeName(packet.header.rcode)} in ${ms}ms, flags ${flagsOf(packet.header).join(' ')}\n`,
   );
   for (const r of describeRecords(packet.answers)) out.write(`${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
   for (const r of describeRecords(packet.authorities))
     out.write(`;; authority: ${r.name}.\t${r.ttl}\t${r.type}\t${r.data}\n`);
-  const chain = packet.answers
-    .filter((r) => r.type === TYPE.CNAME)
-    .map((r) => `${r.name} -> ${(r as unknown as { domain: string }).domain}`);
+  const chain = packet.answers.flatMap((r) =>
+    r.type === TYPE.CNAME && 'domain' in r ? [`${r.name} -> ${r.domain}`] : [],
+  );
   if (chain.length) out.write(`;; CNAME chain: ${chain.join(', ')}\n`);
-  const addresses = packet.answers
-    .filter((r) => r.type === TYPE.A || r.type === TYPE.AAAA)
-    .map((r) => (r as unknown as { address: string }).address);
+  const addresses = packet.answers.flatMap((r) => ('address' in r ? [r.address] : []));
   if (addresses.length) out.write(`;; addresses: ${addresses.join(' ')}\n`);
 
   out.write(`${await explanation(values, name)}\n`);

@@ -2,11 +2,9 @@
 // bytes). A rewritten name answers like an ExternalName Service: a CNAME to the target, then the
 // target's records as the upstream gave them; static IPs answer directly; unmatched names in the
 // cluster's zone do not exist. All authoritative, TTLs capped at --dns-ttl.
-import dns2 from 'dns2';
 import type { Target } from '../rules/rule-set.js';
+import { decodeMessage } from './dns2.js';
 import { encodeResponse, type Query, RCODE, type Rec, TYPE, typeName } from './wire.js';
-
-const { Packet } = dns2;
 
 export interface AnswerContext {
   /** --dns-ttl in seconds: the TTL of our records and the cap on the upstream's. */
@@ -33,14 +31,14 @@ export interface Chased {
 
 /** The CNAME chain and addresses in an upstream response, TTLs capped. */
 export function chasedRecords(response: Buffer, ttl: number): Chased {
-  const packet = Packet.parse(response);
+  const packet = decodeMessage(response);
   const records: Rec[] = [];
   for (const r of packet.answers) {
     const capped = Math.min(r.ttl, ttl);
-    if (r.type === TYPE.CNAME)
-      records.push({ owner: r.name, type: TYPE.CNAME, target: (r as { domain: string }).domain, ttl: capped });
-    else if (r.type === TYPE.A || r.type === TYPE.AAAA)
-      records.push({ owner: r.name, type: r.type, address: (r as { address: string }).address, ttl: capped });
+    if (r.type === TYPE.CNAME && 'domain' in r)
+      records.push({ owner: r.name, type: TYPE.CNAME, target: r.domain, ttl: capped });
+    else if ((r.type === TYPE.A || r.type === TYPE.AAAA) && 'address' in r)
+      records.push({ owner: r.name, type: r.type, address: r.address, ttl: capped });
   }
   return { rcode: packet.header.rcode, records };
 }

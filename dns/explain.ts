@@ -1,15 +1,13 @@
 // Debugging: what a name does and why. The answer is produced by sending a real query through the
 // resolver in process, so it is exactly what a client gets (cache included).
-import dns2 from 'dns2';
 import type { RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
 import { targetText } from '../rules/rule-set.js';
 import { json } from './no-rules.js';
+import { decodeMessage, type DnsRecord, type Header } from './dns2.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
-
-const { Packet } = dns2;
 
 export interface ExplainedRecord {
   name: string;
@@ -32,25 +30,25 @@ export interface Explanation {
   ms: number;
 }
 
-/** Presentation form of decoded records (dns2's field names differ by type). */
-export function describeRecords(records: readonly dns2.Packet.Resource[]): ExplainedRecord[] {
+/** Presentation form of decoded records. */
+export function describeRecords(records: readonly DnsRecord[]): ExplainedRecord[] {
   return records.map((r) => {
-    const f = r as unknown as Record<string, unknown>;
     const data =
-      f.address ??
-      f.domain ??
-      (f.primary !== undefined
-        ? `${String(f.primary)} ${String(f.admin)} ${String(f.serial)}`
-        : Buffer.isBuffer(f.data)
-          ? `\\# ${f.data.length} ${f.data.toString('hex')}`
-          : JSON.stringify(f.data ?? ''));
-    return { name: r.name, type: typeName(r.type), ttl: r.ttl, data: String(data) };
+      'address' in r
+        ? r.address
+        : 'domain' in r
+          ? r.domain
+          : 'primary' in r
+            ? `${r.primary} ${r.admin} ${r.serial}`
+            : Buffer.isBuffer(r.data)
+              ? `\\# ${r.data.length} ${r.data.toString('hex')}`
+              : JSON.stringify(r.data ?? '');
+    return { name: r.name, type: typeName(r.type), ttl: r.ttl, data };
   });
 }
 
-export function flagsOf(header: dns2.Packet.Header): string[] {
-  const bits = header as unknown as Record<string, number>; // dns2 decodes ad and cd but does not type them
-  return ['qr', 'aa', 'tc', 'rd', 'ra', 'ad', 'cd'].filter((f) => bits[f]);
+export function flagsOf(header: Header): string[] {
+  return (['qr', 'aa', 'tc', 'rd', 'ra', 'ad', 'cd'] as const).filter((f) => header[f]);
 }
 
 export async function explain(resolver: Resolver, name: string, type = 'A'): Promise<Explanation> {
@@ -65,7 +63,7 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const started = performance.now();
   const response = await new Promise<Buffer>((resolve) => resolver.handle(encodeQuery(name, qtype), 'tcp', resolve));
   const ms = +(performance.now() - started).toFixed(3);
-  const packet = Packet.parse(response);
+  const packet = decodeMessage(response);
   return {
     name,
     type: typeName(qtype),

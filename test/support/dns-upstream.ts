@@ -3,17 +3,15 @@
 // `silent` makes it swallow queries (an upstream that is down).
 import dgram from 'node:dgram';
 import net from 'node:net';
-import dns2 from 'dns2';
+import { decodeMessage, type DnsRecord, encodeMessage, type Message } from '../../dns/dns2.js';
+import { RCODE, TYPE, typeName } from '../../dns/wire.js';
 
-const { Packet } = dns2;
-
-export interface TestRecord {
-  type: number;
-  ttl?: number;
-  address?: string;
-  domain?: string;
-  data?: string | Buffer | string[];
-}
+/** A record of the zone: its owner is the zone's key, its class IN, its TTL 30 s unless given. */
+export type TestRecord = DnsRecord extends infer R
+  ? R extends DnsRecord
+    ? Omit<R, 'name' | 'class' | 'ttl'> & { ttl?: number }
+    : never
+  : never;
 
 export interface TestUpstream {
   port: number;
@@ -60,73 +58,55 @@ export async function startTestUpstream(
     },
   };
 
+  const soa: DnsRecord = {
+    name: 'test',
+    type: TYPE.SOA,
+    class: 1,
+    ttl: 60,
+    primary: 'ns.test',
+    admin: 'hostmaster.test',
+    serial: 1,
+    refresh: 60,
+    retry: 60,
+    expiration: 60,
+    minimum: 30,
+  };
   const answer = (msg: Buffer, viaUdp: boolean): Buffer | undefined => {
-    let query: dns2.Packet;
+    let query: Message;
     try {
-      query = Packet.parse(msg);
+      query = decodeMessage(msg);
     } catch {
       return undefined; // garbage forwarded by a fuzz test
     }
     const q = query.questions[0];
     if (!q) return undefined;
-    state.queries.push(`${q.name.toLowerCase()} ${Packet.typeName(q.type)}`);
+    state.queries.push(`${q.name.toLowerCase()} ${typeName(q.type)}`);
     if (state.silent) return undefined;
-    const response = Packet.createResponseFromRequest(query);
-    response.header.ra = 1;
     const records = zone[q.name.toLowerCase()];
+    const answers: DnsRecord[] = [];
     let name = q.name;
-    if (!records) {
-      response.header.rcode = Packet.RCODE.NXDOMAIN;
-      response.authorities.push({
-        name: 'test',
-        type: Packet.TYPE.SOA,
-        class: 1,
-        ttl: 60,
-        primary: 'ns.test',
-        admin: 'hostmaster.test',
-        serial: 1,
-        refresh: 60,
-        retry: 60,
-        expiration: 60,
-        minimum: 30,
-      } as never);
-    } else {
-      // Follow a CNAME inside the table, as a recursive resolver does.
-      for (let chain = records; chain; ) {
-        const cname = chain.find((r) => r.type === Packet.TYPE.CNAME);
-        for (const r of chain)
-          if (r.type === q.type || r.type === Packet.TYPE.CNAME)
-            response.answers.push({ name, class: 1, ttl: 30, ...r } as never);
-        if (!cname || q.type === Packet.TYPE.CNAME) break;
-        name = cname.domain!;
-        chain = zone[name]!;
-      }
-      if (response.answers.length === 0) {
-        response.authorities.push({
-          name: 'test',
-          type: Packet.TYPE.SOA,
-          class: 1,
-          ttl: 60,
-          primary: 'ns.test',
-          admin: 'hostmaster.test',
-          serial: 1,
-          refresh: 60,
-          retry: 60,
-          expiration: 60,
-          minimum: 30,
-        } as never);
-      }
+    // Follow a CNAME inside the table, as a recursive resolver does.
+    for (let chain = records; chain; ) {
+      const cname = chain.find((r) => r.type === TYPE.CNAME);
+      for (const r of chain)
+        if (r.type === q.type || r.type === TYPE.CNAME) answers.push({ name, class: 1, ttl: 30, ...r });
+      if (!cname || !('domain' in cname) || q.type === TYPE.CNAME) break;
+      name = cname.domain;
+      chain = zone[name]!;
     }
-    const opt = query.additionals.find((r) => r.type === Packet.TYPE.EDNS);
-    if (opt) response.additionals.push(Packet.Resource.EDNS([], { udpPayloadSize: 1232 }) as never);
-    const bytes = response.toBuffer();
+    const opt = query.additionals.find((r) => r.type === TYPE.OPT);
+    const { id, opcode, rd } = query.header;
+    const response = {
+      header: { id, opcode, rd, qr: 1, ra: 1, rcode: records ? RCODE.NOERROR : RCODE.NXDOMAIN },
+      questions: query.questions,
+      answers,
+      authorities: answers.length === 0 ? [soa] : [],
+      additionals: opt ? [{ name: '', type: TYPE.OPT, class: 1232, ttl: 0 }] : [],
+    } as const;
+    const bytes = encodeMessage(response);
     const budget = opt ? Math.max(512, opt.class) : 512;
-    if (viaUdp && bytes.length > budget) {
-      response.header.tc = 1;
-      response.answers = [];
-      response.authorities = [];
-      return response.toBuffer();
-    }
+    if (viaUdp && bytes.length > budget)
+      return encodeMessage({ ...response, header: { ...response.header, tc: 1 }, answers: [], authorities: [] });
     return bytes;
   };
 
