@@ -215,7 +215,7 @@ export const agentFlags = {
 export type AgentFlagValues = Values<typeof agentFlags>;
 
 /** Go's util.ParseLabels: `key=value` pairs, comma-separated; its error texts. */
-export function leaseLabelsProblem(text: string): string | undefined {
+function leaseLabelsProblem(text: string): string | undefined {
   if (text === '') return 'empty string provided';
   const bad = text.split(',').find((pair) => pair.split('=').length !== 2);
   return bad === undefined ? undefined : `invalid label format: ${bad}`;

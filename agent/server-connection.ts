@@ -28,7 +28,7 @@ export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'iden
   random?: () => number;
 }
 
-export class HandshakeError extends Error {}
+class HandshakeError extends Error {}
 
 export class ServerConnection extends EventEmitter<{ closed: [reason: string] }> {
   serverID = '';

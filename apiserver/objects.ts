@@ -41,7 +41,7 @@ export function status(code: number, message: string, details?: Status['details'
 }
 
 /** A metav1.Time: RFC 3339 in UTC, whole seconds. */
-export const timestamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+const timestamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
 
 /** `Resolution NAME`: the explanation (made now), plus its reason in words and the CNAME chain and addresses pulled out. */
 export function resolution(e: Explanation, now = Date.now()) {

@@ -50,7 +50,7 @@ export interface ApiServerOptions {
  * 10 s, SubjectAccessReview answers 10 s allowed and 10 s denied; system:masters is allowed without a
  * review.
  */
-export const reviewCache = { tokenMs: 10_000, allowedMs: 10_000, deniedMs: 10_000 };
+const reviewCache = { tokenMs: 10_000, allowedMs: 10_000, deniedMs: 10_000 };
 const alwaysAllowedGroup = 'system:masters';
 
 type Access = { allowed: boolean; reason?: string };

@@ -21,7 +21,6 @@ import {
 import { buildDist, repoRoot, terminate } from '../test/support/processes.js';
 import { pattern, unusedPort } from '../test/support/targets.js';
 import { sampleValue } from '../test/support/promql.js';
-import { waitUntil } from '../test/support/wait.js';
 
 /** Set BENCH_CPU_PROF=/tmp/dir to profile the agent and hub processes (written when they exit). */
 const profileDir = process.env.BENCH_CPU_PROF;
@@ -434,5 +433,3 @@ export async function startTargets(): Promise<Targets> {
     },
   };
 }
-
-export { waitUntil };

@@ -2,7 +2,7 @@
 // only: certificates are read back with Node's X509Certificate.
 
 /** A tag and its contents, with the definite length DER requires (short form below 128 bytes). */
-export function tlv(tag: number, ...contents: Uint8Array[]): Buffer {
+function tlv(tag: number, ...contents: Uint8Array[]): Buffer {
   const body = Buffer.concat(contents);
   const n = body.length;
   if (n < 0x80) return Buffer.concat([Buffer.from([tag, n]), body]);

@@ -36,7 +36,7 @@ export function dialErrorReply(error: string): string {
   return `HTTP/1.1 ${status} ${statusText[status]}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n${error}`;
 }
 
-export const replies = {
+const replies = {
   established: 'HTTP/1.1 200 Connection Established\r\n\r\n',
   noAgent: (error: string) =>
     `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${error}`,

@@ -3,13 +3,18 @@
 // tests) nothing is registered: Node has loaded them with KubeConfig, and loading is a no-op.
 const loaders = new Map<string, Array<() => Promise<void>>>();
 
+/** @public for the module cmd/bundle-plugins.ts generates, which registers each deferred chunk. */
 export function deferModule(specifier: string, load: () => Promise<void>): void {
   const list = loaders.get(specifier) ?? [];
   list.push(load);
   loaders.set(specifier, list);
 }
 
-/** What a deferred export is until its module is loaded (or for good, if it is not bundled): a clear failure, never a silent one. */
+/**
+ * What a deferred export is until its module is loaded (or for good, if it is not bundled): a clear
+ * failure, never a silent one.
+ * @public for the module cmd/bundle-plugins.ts generates.
+ */
 export function notLoaded(specifier: string, name: string, bundled: boolean): () => never {
   return () => {
     throw new Error(

@@ -107,7 +107,7 @@ export function inCluster(env: NodeJS.ProcessEnv = process.env): boolean {
 }
 
 /** Where the kubelet mounts the pod's service account: token, ca.crt, namespace. */
-export const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
+const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** The pod's namespace as its service account says, or undefined outside a pod. */
 export function serviceAccountNamespace(dir = serviceAccountDir): string | undefined {

@@ -42,7 +42,7 @@ export function processRegistry(): Registry {
   return registry;
 }
 
-export const ping: ReadinessCheck = { name: 'ping', check: () => undefined };
+const ping: ReadinessCheck = { name: 'ping', check: () => undefined };
 
 export class HealthServer {
   private readonly checks: ReadinessCheck[] = [ping];

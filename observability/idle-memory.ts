@@ -28,7 +28,7 @@ export interface IdleMemoryOptions {
 }
 
 /** Collections without a call after which a function's bytecode is flushed (V8's default: 6). */
-export const bytecodeOldAge = 3;
+const bytecodeOldAge = 3;
 
 /** Starts watching; returns what stops it. */
 export function releaseMemoryWhenIdle({

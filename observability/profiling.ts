@@ -14,7 +14,7 @@ const defaultSeconds = 30;
 const maxSeconds = 300;
 
 /** `?seconds=`: a whole number of seconds from 1 to 300 (30 when absent), or why not. */
-export function profileSeconds(raw: string | null): number | string {
+function profileSeconds(raw: string | null): number | string {
   if (raw === null || raw === '') return defaultSeconds;
   if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > maxSeconds)
     return `seconds must be a whole number from 1 to ${maxSeconds}, got "${raw}"`;
@@ -22,7 +22,7 @@ export function profileSeconds(raw: string | null): number | string {
 }
 
 /** Samples the JavaScript stack for `seconds` (stopped early when `signal` aborts): V8's CPU profile. */
-export async function cpuProfile(seconds: number, signal?: AbortSignal): Promise<unknown> {
+async function cpuProfile(seconds: number, signal?: AbortSignal): Promise<unknown> {
   const session = new Session();
   session.connect();
   try {

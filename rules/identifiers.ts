@@ -14,7 +14,7 @@ import type { RuleSet } from './rule-set.js';
  * its bucket's stream: the names in it are then held by two streams for a moment. Each stream costs
  * the proxy-server a backend (goroutines and a channel), for every agent of the cluster.
  */
-export const maxGroupStreams = 64;
+const maxGroupStreams = 64;
 
 export interface AgentIdentifiers {
   /** --agent-identifiers and the cluster's own names. */

@@ -11,9 +11,9 @@ import { hasCommand, runToEnd, type Result } from './commands.js';
 import { referenceCacheDir } from './reference-bins.js';
 
 /** The Debian packages the image tests need (.ci/run installs them). */
-export const enginePackages = ['buildah', 'podman', 'runc', 'debootstrap'] as const;
+const enginePackages = ['buildah', 'podman', 'runc', 'debootstrap'] as const;
 
-export const imagesCacheDir = referenceCacheDir('images');
+const imagesCacheDir = referenceCacheDir('images');
 const storageRoot = join(imagesCacheDir, 'storage');
 const runRoot = '/run/spoke-agent/containers';
 const confDir = join(imagesCacheDir, 'conf');

@@ -10,7 +10,7 @@ import { ensureStandIns, type StandIns } from './stand-in-images.js';
 const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 
 /** What manifests/ name the image (`spoke-agent:<version>`), as containerd and buildah normalize it. */
-export const imageRef = `docker.io/library/spoke-agent:${version}`;
+const imageRef = `docker.io/library/spoke-agent:${version}`;
 
 export interface BuiltImage {
   ref: string;
@@ -73,11 +73,6 @@ async function build(): Promise<BuiltImage> {
     buildMs,
     standIns,
   };
-}
-
-/** Writes the image to a docker-archive tarball named `ref` (what `ctr images import` reads). */
-export async function exportImage(ref: string, file: string): Promise<void> {
-  await engineOk('podman', ['save', '--quiet', '--format', 'docker-archive', '-o', file, ref], { timeoutMs: 600_000 });
 }
 
 export const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;

@@ -14,9 +14,9 @@ import { baseImages } from './stand-in-images.js';
 const label = 'io.spoke-agent.stand-in';
 
 /** What the kubelet's sandboxes run (containerd's sandbox_image). */
-export const pauseRef = 'registry.k8s.io/pause:3.9';
+const pauseRef = 'registry.k8s.io/pause:3.9';
 /** cluster-proxy's addon image as its chart names it with the default tag. */
-export const clusterProxyRef = 'quay.io/open-cluster-management/cluster-proxy:latest';
+const clusterProxyRef = 'quay.io/open-cluster-management/cluster-proxy:latest';
 
 const sidecars = fileURLToPath(new URL('./cluster-proxy-sidecars.cjs', import.meta.url));
 

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
-export const serviceAccountPath = '/var/run/secrets/kubernetes.io/serviceaccount';
+const serviceAccountPath = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export interface PodSpec {
   /** hostAliases: name -> IP, added to the pod's /etc/hosts after localhost. */

@@ -77,7 +77,7 @@ export function baseImages(dockerfile: string): BaseImage[] {
 }
 
 /** The Node version package.json pins (devDependency `node`), the one both stand-ins carry. */
-export function pinnedNodeVersion(): string {
+function pinnedNodeVersion(): string {
   const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
     devDependencies: Record<string, string>;
   };
@@ -87,7 +87,7 @@ export function pinnedNodeVersion(): string {
 }
 
 /** The Debian mirror this machine's apt uses (its sources' first URI that is not the security archive). */
-export function debianMirror(): string {
+function debianMirror(): string {
   const texts: string[] = [];
   for (const dir of ['/etc/apt/sources.list.d']) {
     if (existsSync(dir))
