@@ -25,6 +25,7 @@ export class DnsMetrics {
   private readonly upstreamDuration: Histogram;
   private readonly upstreamErrors: Counter;
   readonly dropped: Counter;
+  readonly udpDropped: Counter<'reason'>;
   readonly queryLogSkipped: Counter<'reason'>;
 
   constructor(
@@ -84,6 +85,12 @@ export class DnsMetrics {
     this.dropped = new Counter({
       name: 'spoke_agent_dns_dropped_total',
       help: 'Packets dropped without an answer: too short to carry an ID, or not a query.',
+      registers,
+    });
+    this.udpDropped = new Counter({
+      name: 'spoke_agent_dns_udp_dropped_total',
+      help: 'UDP queries dropped instead of answered, by reason: truncated (larger than the 4096 bytes batched UDP reads), failed (handling it threw; logged), unsent (the socket would not take the answer: full, or a send error).',
+      labelNames: ['reason'],
       registers,
     });
     this.queryLogSkipped = new Counter({

@@ -92,6 +92,11 @@ export class Resolver {
     return this.opts.forward;
   }
 
+  /** The DNS metrics, which the transports count their own drops in. */
+  get metrics(): DnsMetrics {
+    return this.opts.metrics;
+  }
+
   /** The live query log; undefined with --dns-query-log-size=0. */
   get queryLog(): QueryLog | undefined {
     return this.opts.queryLog;

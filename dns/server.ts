@@ -7,6 +7,7 @@ import type { Logger } from '../observability/log.js';
 import type { Resolver } from './resolver.js';
 import { udpBatch, type UdpBatchModule } from './udp-batch.js';
 import { enlargeReceiveBuffer } from './udp-buffer.js';
+import { UdpDrops } from './udp-drops.js';
 
 export interface DnsServerOptions {
   address: string;
@@ -32,8 +33,11 @@ export class DnsServer {
   private udp?: UdpTransport;
   private tcp?: net.Server;
   private readonly connections = new Set<net.Socket>();
+  private readonly drops: UdpDrops;
 
-  constructor(private readonly opts: DnsServerOptions) {}
+  constructor(private readonly opts: DnsServerOptions) {
+    this.drops = new UdpDrops(opts.resolver.metrics.udpDropped, opts.log);
+  }
 
   /** How UDP is served: batched (the native helper) or dgram. */
   get udpKind(): UdpTransport['kind'] | undefined {
@@ -62,29 +66,39 @@ export class DnsServer {
 
   /**
    * Each received batch goes through the resolver at once; the answers it gives synchronously (cache
-   * hits, the rules) leave together in one sendmmsg, later ones (upstream lookups) one by one.
+   * hits, the rules) leave together in one sendmmsg, later ones (upstream lookups) one by one. A query
+   * whose handling throws is dropped and counted, and the rest of its batch is still served: the
+   * handler never throws into the helper, which would drop the whole batch.
    */
   private bindBatched(batch: UdpBatchModule, port: number): UdpTransport {
     let current: { answers: Buffer[]; peers: Buffer[] } | undefined;
-    const [handle, bound] = batch.open(this.opts.address, port, (msgs, peers) => {
+    const send = (answers: Buffer[], peers: Buffer[]) => {
+      try {
+        this.drops.add('unsent', answers.length - batch.send(handle, answers, peers));
+      } catch (err) {
+        this.drops.add('failed', answers.length, err);
+      }
+    };
+    const [handle, bound] = batch.open(this.opts.address, port, (msgs, peers, truncated) => {
+      this.drops.add('truncated', truncated);
       const out: { answers: Buffer[]; peers: Buffer[] } = { answers: [], peers: [] };
       current = out;
       for (let i = 0; i < msgs.length; i++) {
         const peer = peers[i]!;
-        this.opts.resolver.handle(
-          msgs[i]!,
-          'udp',
-          (answer) => {
-            if (current === out) {
-              out.answers.push(answer);
-              out.peers.push(peer);
-            } else batch.send(handle, [answer], [peer]);
-          },
-          peer,
-        );
+        const reply = (answer: Buffer) => {
+          if (current === out) {
+            out.answers.push(answer);
+            out.peers.push(peer);
+          } else send([answer], [peer]);
+        };
+        try {
+          this.opts.resolver.handle(msgs[i]!, 'udp', reply, peer);
+        } catch (err) {
+          this.drops.add('failed', 1, err);
+        }
       }
       current = undefined;
-      if (out.answers.length > 0) batch.send(handle, out.answers, out.peers);
+      if (out.answers.length > 0) send(out.answers, out.peers);
     });
     return { kind: 'batched', port: bound, close: async () => batch.close(handle) };
   }
@@ -103,10 +117,19 @@ export class DnsServer {
       socket.once('error', reject);
       socket.bind(port, this.opts.address, () => {
         socket.off('error', reject);
-        socket.on('error', (err) => this.opts.log.debug({ err }, 'dns udp send failed'));
+        socket.on('error', (err) => this.drops.add('unsent', 1, err)); // a send's: dgram reports no others here
         enlargeReceiveBuffer(socket);
         socket.on('message', (msg, rinfo) => {
-          this.opts.resolver.handle(msg, 'udp', (response) => socket.send(response, rinfo.port, rinfo.address), rinfo);
+          try {
+            this.opts.resolver.handle(
+              msg,
+              'udp',
+              (response) => socket.send(response, rinfo.port, rinfo.address),
+              rinfo,
+            );
+          } catch (err) {
+            this.drops.add('failed', 1, err);
+          }
         });
         resolve({
           kind: 'dgram',
@@ -171,6 +194,7 @@ export class DnsServer {
     const tcp = this.tcp;
     this.udp = undefined;
     this.tcp = undefined;
+    this.drops.close();
     for (const socket of this.connections) socket.destroy();
     await Promise.all([udp?.close(), tcp && new Promise<void>((resolve) => tcp.close(() => resolve()))]);
   }

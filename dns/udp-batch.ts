@@ -3,14 +3,21 @@
 import { createRequire } from 'node:module';
 
 export interface UdpBatchModule {
-  /** Binds address:port (0 picks one); `onBatch` gets each received batch. Throws with `code` (e.g. EADDRINUSE). */
+  /**
+   * Binds address:port (0 picks one); `onBatch` gets each received batch, and how many datagrams of it
+   * were too large to read whole (`truncated`, left out of `msgs`). `onBatch` must not throw: a batch
+   * whose handler throws is dropped. Throws with `code` (e.g. EADDRINUSE).
+   */
   open(
     address: string,
     port: number,
-    onBatch: (msgs: Buffer[], peers: Buffer[]) => void,
+    onBatch: (msgs: Buffer[], peers: Buffer[], truncated: number) => void,
   ): [handle: object, port: number];
-  /** One sendmmsg for answers[i] to peers[i]; what the kernel will not take now is dropped, as UDP does. */
-  send(handle: object, answers: Buffer[], peers: Buffer[]): void;
+  /**
+   * One sendmmsg for answers[i] to peers[i]; returns how many the kernel took. What it will not take
+   * now (a full socket) is dropped, as UDP does; nothing is sent once the handle is closed.
+   */
+  send(handle: object, answers: Buffer[], peers: Buffer[]): number;
   close(handle: object): void;
 }
 

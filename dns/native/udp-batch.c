@@ -80,12 +80,15 @@ static void deliver(batch_socket *s, int n) {
   napi_env env = s->env;
   napi_handle_scope scope;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  napi_value msgs, peers, callback, global, result;
+  napi_value msgs, peers, truncated_value, callback, global, result;
   /* Grown as filled: a dropped (truncated) datagram leaves no hole for JavaScript to trip on. */
   int ok = napi_create_array(env, &msgs) == napi_ok && napi_create_array(env, &peers) == napi_ok;
-  uint32_t kept = 0;
+  uint32_t kept = 0, truncated = 0;
   for (int i = 0; ok && i < n; i++) {
-    if (s->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) continue;
+    if (s->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+      truncated++;
+      continue;
+    }
     napi_value msg, peer;
     void *copy;
     ok = napi_create_buffer_copy(env, s->msgs[i].msg_len, s->bufs[i], &copy, &msg) == napi_ok &&
@@ -93,10 +96,12 @@ static void deliver(batch_socket *s, int n) {
          napi_set_element(env, msgs, kept, msg) == napi_ok && napi_set_element(env, peers, kept, peer) == napi_ok;
     kept++;
   }
-  if (ok && kept > 0 && napi_get_reference_value(env, s->on_batch, &callback) == napi_ok && napi_get_global(env, &global) == napi_ok) {
-    napi_value argv[2] = {msgs, peers};
-    if (napi_make_callback(env, s->async_context, global, callback, 2, argv, &result) == napi_pending_exception) {
-      // The resolver never throws; if it did, drop the batch rather than take the process down.
+  if (ok && (kept > 0 || truncated > 0) && napi_create_uint32(env, truncated, &truncated_value) == napi_ok &&
+      napi_get_reference_value(env, s->on_batch, &callback) == napi_ok && napi_get_global(env, &global) == napi_ok) {
+    napi_value argv[3] = {msgs, peers, truncated_value};
+    if (napi_make_callback(env, s->async_context, global, callback, 3, argv, &result) == napi_pending_exception) {
+      /* The server's handler catches and counts its own failures (dns/server.ts); should one escape
+         anyway, drop the batch rather than take the process down. */
       napi_value ignored;
       napi_get_and_clear_last_exception(env, &ignored);
     }
@@ -198,17 +203,18 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
   return result;
 }
 
-/* send(handle, answers: Buffer[], peers: Buffer[]): datagrams the kernel will not take now are dropped, as UDP does. */
+/* send(handle, answers: Buffer[], peers: Buffer[]) -> how many the kernel took: datagrams it will not take
+   now are dropped, as UDP does, and the caller counts them. */
 static napi_value js_send(napi_env env, napi_callback_info info) {
   size_t argc = 3;
-  napi_value argv[3];
+  napi_value argv[3], result;
   batch_socket *s;
-  uint32_t n, peers_n;
+  uint32_t n, peers_n, accepted = 0;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   CHECK(napi_get_value_external(env, argv[0], (void **)&s));
   CHECK(napi_get_array_length(env, argv[1], &n));
   CHECK(napi_get_array_length(env, argv[2], &peers_n));
-  if (s->closing || n != peers_n) return NULL;
+  if (s->closing || n != peers_n) n = 0;
   struct mmsghdr out[BATCH];
   struct iovec iov[BATCH];
   for (uint32_t done = 0; done < n;) {
@@ -234,14 +240,17 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
     }
     for (uint32_t sent = 0; sent < filled;) {
       int r = sendmmsg(s->fd, out + sent, filled - sent, MSG_DONTWAIT);
-      if (r > 0) sent += (uint32_t)r;
-      else if (r < 0 && errno == EINTR) continue;
+      if (r > 0) {
+        sent += (uint32_t)r;
+        accepted += (uint32_t)r;
+      } else if (r < 0 && errno == EINTR) continue;
       else if (r < 0 && errno != EAGAIN && errno != ENOBUFS) sent++; /* skip the datagram that failed (e.g. a bad peer) */
       else break;                                                    /* the socket is full: drop the rest */
     }
     done += count;
   }
-  return NULL;
+  CHECK(napi_create_uint32(env, accepted, &result));
+  return result;
 }
 
 /* close(handle): stops reading; the memory goes when the handle is both closed and collected. */
