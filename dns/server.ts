@@ -72,7 +72,9 @@ export class DnsServer {
    */
   private bindBatched(batch: UdpBatchModule, port: number): UdpTransport {
     let current: { answers: Buffer[]; peers: Buffer[] } | undefined;
+    let closed = false;
     const send = (answers: Buffer[], peers: Buffer[]) => {
+      if (closed) return; // answers that come after stop() (upstream lookups failed by it) go nowhere
       try {
         this.drops.add('unsent', answers.length - batch.send(handle, answers, peers));
       } catch (err) {
@@ -100,7 +102,11 @@ export class DnsServer {
       current = undefined;
       if (out.answers.length > 0) send(out.answers, out.peers);
     });
-    return { kind: 'batched', port: bound, close: async () => batch.close(handle) };
+    const close = async () => {
+      closed = true;
+      batch.close(handle);
+    };
+    return { kind: 'batched', port: bound, close };
   }
 
   private bindDgram(port: number): Promise<UdpTransport> {
