@@ -332,6 +332,78 @@ describe('manifests/cluster-proxy (the image is the only change)', () => {
   });
 });
 
+describe("manifests/cluster-proxy/networkpolicy.yaml (beside cluster-proxy's opt-in NetworkPolicy)", () => {
+  const dir = join(manifests, 'cluster-proxy');
+  const doc = (file: string) => parseYaml(readFileSync(join(dir, file), 'utf8')) as Obj;
+  const deploy = one(
+    parseAllDocuments(readFileSync(join(dir, 'rendered-proxy-agent.yaml'), 'utf8')).map((d) => d.toJS() as Obj),
+    'Deployment',
+  );
+  const podLabels = deploy.spec.template.metadata.labels as Record<string, string>;
+  const ns = deploy.metadata.namespace as string;
+  const theirs = doc('rendered-networkpolicy.yaml');
+  const ours = doc('networkpolicy.yaml');
+  const agent = (deploy.spec.template.spec.containers as Obj[]).find((c) => c.name === 'proxy-agent')!;
+  const { values } = parseContainer(deploy.spec.template.spec, agent, ns);
+  // The API port as the dns-api component runs it (cluster-proxy's args carry none; additionalArgs may).
+  const apiArgs = parseYaml(readFileSync(join(manifests, 'dns-api', 'daemonset-api-args.yaml'), 'utf8')) as Obj[];
+  const apiPort = Number(
+    apiArgs.map((op) => /^--api-server-port=(\d+)$/.exec(op.value)?.[1]).find((v) => v !== undefined),
+  );
+  const served: Array<[string, number, string]> = [
+    ['DNS', values.dnsPort, 'UDP'],
+    ['DNS', values.dnsPort, 'TCP'],
+    ['the aggregated API', apiPort, 'TCP'],
+    ['/metrics', values.healthServerPort, 'TCP'],
+  ];
+
+  /** Policies that select the pod for ingress: none means all traffic in; else what one of their rules admits from anyone. */
+  const admits = (policies: Obj[], port: number, protocol: string) => {
+    const selecting = policies.filter(
+      (p) =>
+        p.metadata.namespace === ns &&
+        Object.entries(p.spec.podSelector.matchLabels as Record<string, string>).every(
+          ([k, v]) => podLabels[k] === v,
+        ) &&
+        (p.spec.policyTypes as string[]).includes('Ingress'),
+    );
+    if (selecting.length === 0) return true;
+    return selecting.some((p) =>
+      ((p.spec.ingress ?? []) as Obj[]).some(
+        (rule) =>
+          rule.from === undefined &&
+          ((rule.ports ?? []) as Obj[]).some((r) => r.port === port && (r.protocol ?? 'TCP') === protocol),
+      ),
+    );
+  };
+
+  it("with cluster-proxy's policy alone, what the agent serves in the pod gets no ingress", () => {
+    for (const [what, port, protocol] of served) expect(admits([theirs], port, protocol), what).toBe(false);
+    expect(admits([theirs], 7443, 'TCP')).toBe(true);
+  });
+
+  it('with ours beside it, DNS, the aggregated API and /metrics get in, and what cluster-proxy allows still does', () => {
+    for (const [what, port, protocol] of served) expect(admits([theirs, ours], port, protocol), what).toBe(true);
+    expect(admits([theirs, ours], 7443, 'TCP')).toBe(true);
+    expect(admits([theirs, ours], 8000, 'TCP')).toBe(true);
+  });
+
+  it('selects the proxy-agent pod the way cluster-proxy does, and restricts nothing cluster-proxy allows (ingress only, its ports too)', () => {
+    expect(ours.spec.podSelector).toEqual(theirs.spec.podSelector);
+    expect(ours.spec.podSelector.matchLabels).toEqual(deploy.spec.selector.matchLabels);
+    expect(ours.metadata.namespace).toBe(ns);
+    expect(ours.spec.policyTypes).toEqual(['Ingress']);
+    expect(ours.spec.egress).toBeUndefined();
+    // Applied while cluster-proxy's policy is off, it still lets in what that one would.
+    for (const [port, protocol] of [
+      ...served.map(([, p, proto]) => [p, proto] as const),
+      [7443, 'TCP'],
+      [8000, 'TCP'],
+    ] as const)
+      expect(admits([ours], port, protocol), `${protocol} ${port}`).toBe(true);
+  });
+});
+
 describe('manifests/monitoring (optional component: PodMonitor, PrometheusRule, Grafana dashboard)', () => {
   const objs = renderWithComponent('monitoring');
   const base = render(manifests);
