@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
 import { logFormats, logLevels } from '../observability/log.js';
 import { validateIdentifiers } from '../proto/agent-identifiers.js';
+import { parseLabelSelector } from '../kube/label-selector.js';
 
 const fileExists = (what: string) => (path: string) =>
   path !== '' && !existsSync(path) ? `${what} ${path} does not exist` : undefined;
@@ -180,14 +181,14 @@ export const agentFlags = {
   leaseLabelSelector: str(
     'lease-label-selector',
     '',
-    'Label selector for leases to take into account when counting servers.',
+    'Label selector for leases to take into account when counting servers, in the full Kubernetes syntax (key=value, key==value, key!=value, key in (a,b), key notin (a,b), key, !key; comma-separated).',
     { defaultText: 'k8s-app=konnectivity-server (from --lease-label)', validate: labelSelectorProblem },
   ),
   leaseLabel: str(
     'lease-label',
     'k8s-app=konnectivity-server',
-    'The labels on which the lease objects are managed, key=value[,key=value] (deprecated: --lease-label-selector wins when both are given).',
-    { validate: leaseLabelsProblem },
+    'Deprecated alias of --lease-label-selector (the same syntax; --lease-label-selector wins when both are given).',
+    { validate: labelSelectorProblem },
   ),
   serverCountSource: str(
     'server-count-source',
@@ -214,30 +215,15 @@ export const agentFlags = {
 
 export type AgentFlagValues = Values<typeof agentFlags>;
 
-/** Go's util.ParseLabels: `key=value` pairs, comma-separated; its error texts. */
-function leaseLabelsProblem(text: string): string | undefined {
-  if (text === '') return 'empty string provided';
-  const bad = text.split(',').find((pair) => pair.split('=').length !== 2);
-  return bad === undefined ? undefined : `invalid label format: ${bad}`;
-}
-
-/** Kubernetes label selector syntax, checked loosely: the API server has the last word and its refusal is logged by the watch. */
+/** The full Kubernetes label-selector syntax (kube/label-selector.ts), checked at start. */
 export function labelSelectorProblem(s: string): string | undefined {
-  return /^[\w./\-=!,() ]*$/.test(s) ? undefined : `"${s}" is not a label selector`;
+  const parsed = parseLabelSelector(s);
+  return typeof parsed === 'string' ? parsed : undefined;
 }
 
-/** The Leases' label selector: --lease-label-selector when given, else the pairs of --lease-label. */
+/** The Leases' label selector: --lease-label-selector when given, else --lease-label (its alias, as in ANP master). */
 export function leaseSelector(o: Pick<AgentFlagValues, 'leaseLabelSelector' | 'leaseLabel'>): string {
-  if (o.leaseLabelSelector !== '') return o.leaseLabelSelector;
-  return o.leaseLabel
-    .split(',')
-    .map((pair) =>
-      pair
-        .split('=')
-        .map((part) => part.trim())
-        .join('='),
-    )
-    .join(',');
+  return (o.leaseLabelSelector !== '' ? o.leaseLabelSelector : o.leaseLabel).trim();
 }
 
 /** Checks that span several flags, as the Go agent's Validate does. */

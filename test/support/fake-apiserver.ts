@@ -11,6 +11,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseLabelSelector, selectorMatches } from '../../kube/label-selector.js';
 
 export type Collection = 'configmaps' | 'services' | 'namespaces' | 'leases';
 
@@ -252,10 +253,15 @@ export class FakeApiServer {
     if (req.method !== 'GET' || !m)
       return status(res, 404, 'NotFound', `the server could not find the requested resource (${url.pathname})`);
     const [, namespace, collection] = m as unknown as [string, string | undefined, Collection];
-    const matches = selectorMatcher(
-      url.searchParams.get('labelSelector') ?? '',
-      url.searchParams.get('fieldSelector') ?? '',
-    );
+    let matches: (o: Obj) => boolean;
+    try {
+      matches = selectorMatcher(
+        url.searchParams.get('labelSelector') ?? '',
+        url.searchParams.get('fieldSelector') ?? '',
+      );
+    } catch (err) {
+      return status(res, 400, 'BadRequest', (err as Error).message);
+    }
     if (url.searchParams.get('watch') === 'true')
       return this.watch(collection, namespace, matches, url.searchParams.get('resourceVersion') ?? '', res);
     const items = [...this.objects.entries()]
@@ -380,26 +386,20 @@ function readJson(req: http.IncomingMessage): Promise<{ spec?: Record<string, un
   });
 }
 
-/** Equality-based label selectors (`a=b,c!=d,e`) and field selectors on metadata.name / metadata.namespace. */
+/** Label selectors in the full syntax (kube/label-selector.ts), and field selectors on metadata.name / metadata.namespace. */
 function selectorMatcher(labelSelector: string, fieldSelector: string): (o: Obj) => boolean {
-  const terms = (s: string) =>
-    s
-      .split(',')
-      .map((t) => t.trim())
-      .filter(Boolean);
-  const labels = terms(labelSelector).map((t) => {
-    const m = /^([^!=]+?)\s*(==|=|!=)\s*(.*)$/.exec(t);
-    return m ? { key: m[1]!, op: m[2]!, value: m[3]! } : { key: t, op: 'exists', value: '' };
-  });
-  const fields = terms(fieldSelector).map((t) => {
-    const [key, value] = t.split('=') as [string, string];
-    return { key, value };
-  });
+  const requirements = parseLabelSelector(labelSelector);
+  if (typeof requirements === 'string') throw new Error(requirements);
+  const fields = fieldSelector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((t) => {
+      const [key, value] = t.split('=') as [string, string];
+      return { key, value };
+    });
   return (o) =>
-    labels.every(({ key, op, value }) => {
-      const v = o.metadata.labels?.[key];
-      return op === 'exists' ? v !== undefined : op === '!=' ? v !== value : v === value;
-    }) &&
+    selectorMatches(requirements, o.metadata.labels ?? {}) &&
     fields.every(
       ({ key, value }) =>
         (key === 'metadata.name'
