@@ -2,17 +2,19 @@
 // configured proxy-server address, as many as the server count asks (agent/server-count.ts), kept up
 // by a sync loop with backoff, and replaced gracefully when the TLS material they were opened with
 // changes. Rule names come and go as streams on the connections (server-connection.ts).
-// The loop waits on events, not a clock: a connection lost, a new server count (a header, the
-// Leases), the TLS files changed (tls/folder-watch.ts), new rule names. An agent that holds every
-// server does nothing until one of them happens; the Go agent checks every --sync-interval.
+// The loop waits on events: a connection lost, a new server count (a header, the Leases), the TLS
+// files changed (tls/folder-watch.ts), new rule names; and between attempts on its clock, as
+// sync-policy.ts says. An agent that holds every server does nothing until one of them happens; the
+// Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
 import { splitHostPort } from '../net/address.js';
-import { Backoff } from '../clock/backoff.js';
+import { sleep, systemClock, type Clock } from '../clock/clock.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
-import { ServerConnection } from './server-connection.js';
+import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
+import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
 import type { Dial } from './connection-table.js';
 
@@ -39,6 +41,30 @@ export interface ClientSetOptions {
   metrics: AgentMetrics;
   log: Logger;
   random?: () => number;
+  clock?: Clock;
+  /** Opens a connection (default ServerConnection.open); tests pass their own. */
+  open?: (opts: ServerConnectionOptions) => Promise<HubConnection>;
+}
+
+/** What the set uses of a connection (server-connection.ts). */
+export interface HubConnection
+  extends Pick<
+    ServerConnection,
+    | 'serverID'
+    | 'serverCount'
+    | 'log'
+    | 'isClosed'
+    | 'isDraining'
+    | 'transportReady'
+    | 'setGroups'
+    | 'closeWhenIdle'
+    | 'close'
+    | 'connectionCount'
+    | 'pendingDialCount'
+    | 'registrations'
+    | 'tlsSession'
+  > {
+  on(event: 'closed', listener: (reason: string) => void): unknown;
 }
 
 /** The host of a `host:port` target: the name the server's certificate must carry. */
@@ -48,7 +74,7 @@ function hostOf(target: string): string {
 }
 
 interface Held {
-  conn: ServerConnection;
+  conn: HubConnection;
   target: string;
   /** The TLS material it was opened with; a connection whose generation is stale is replaced. */
   generation: string;
@@ -56,24 +82,25 @@ interface Held {
 
 export class ClientSet {
   private readonly held = new Set<Held>();
-  private readonly backoff: Backoff;
+  private readonly policy: SyncPolicy;
   private readonly random: () => number;
+  private readonly clock: Clock;
   private readonly tlsFingerprint: TlsFingerprint;
   private readonly count: ServerCount;
   private groups: readonly string[];
   private generation: string;
   private nextTarget = 0;
-  private duplicates = 0;
-  /** After a failed or duplicate attempt, no new one before this (performance.now()): an event wakes the loop, not the backoff. */
+  /** Which held replica's session ticket the next attempt offers (they take turns). */
+  private nextResume = 0;
+  /** No attempt before this (clock.now()): an event wakes the loop, not the wait. */
   private nextAttemptAt = 0;
-  /** The wait is the duplicates' (replicas we hold answered): a replica lost or a new one counted ends it. */
-  private waitingOnDuplicates = false;
+  /** What the wait until nextAttemptAt follows. */
+  private waitingAfter?: AttemptOutcome;
   // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
   // every stream of every connection draws from one counter.
   private nextConnectID = 1;
   private draining = false;
   private stopped = false;
-  private syncTimer?: NodeJS.Timeout;
   private wake?: () => void;
   /** Something happened since the loop last looked (a wake-up that found it busy is not lost). */
   private dirty = false;
@@ -81,13 +108,12 @@ export class ClientSet {
 
   constructor(private readonly opts: ClientSetOptions) {
     this.random = opts.random ?? Math.random;
-    // After a lost stream the first retries come at 1/8, 3/8 and 7/8 of --sync-interval: a
-    // restarted server is back sooner than the Go agent's next 1 s tick would find it, and past
-    // the first interval a server that stays down is retried as the Go agent would (x1.5 to the cap).
-    this.backoff = new Backoff(
-      { initialMs: opts.syncIntervalMs, capMs: opts.syncIntervalCapMs, firstMs: opts.syncIntervalMs / 8 },
-      this.random,
-    );
+    this.clock = opts.clock ?? systemClock;
+    this.policy = new SyncPolicy({
+      intervalMs: opts.syncIntervalMs,
+      capMs: opts.syncIntervalCapMs,
+      random: this.random,
+    });
     this.groups = opts.groups ?? [];
     this.tlsFingerprint = new TlsFingerprint(opts.credentials);
     this.count = new ServerCount(opts.serverCount);
@@ -116,7 +142,7 @@ export class ClientSet {
     return [...this.held].filter((h) => !h.conn.isClosed).map((h) => h.conn.serverID);
   }
 
-  connections(): ServerConnection[] {
+  connections(): HubConnection[] {
     return [...this.held].map((h) => h.conn);
   }
 
@@ -139,14 +165,10 @@ export class ClientSet {
     if (after === before) return;
     this.opts.metrics.knownServerCount.set(after);
     this.opts.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
-    if (after > before) this.replicaMissing();
+    // A replica newly counted is up (the Leases' count rises when a restarted server is back): look
+    // for it now, unless the wait is a failure's backoff (the hub is not answering at all).
+    if (after > before && this.waitingAfter !== 'failed') this.nextAttemptAt = 0;
     this.poke();
-  }
-
-  /** A replica is newly missing: the duplicates seen so far say nothing of it, so look for it at once. */
-  private replicaMissing(): void {
-    this.duplicates = 0;
-    if (this.waitingOnDuplicates) this.nextAttemptAt = 0;
   }
 
   /** Something the loop acts on happened: it looks again now. */
@@ -169,11 +191,12 @@ export class ClientSet {
       const wait = await this.syncOnce();
       if (this.stopped || this.draining) return;
       if (this.dirty) continue;
+      const nap = Number.isFinite(wait) ? sleep(this.clock, wait) : undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        if (Number.isFinite(wait)) this.syncTimer = setTimeout(resolve, wait);
+        void nap?.done.then(resolve);
       });
-      clearTimeout(this.syncTimer);
+      nap?.cancel();
       this.wake = undefined;
     }
   }
@@ -183,7 +206,7 @@ export class ClientSet {
     const generation = this.currentGeneration();
     if (generation !== this.generation) {
       this.generation = generation;
-      this.backoff.reset();
+      this.policy.reset();
       this.nextAttemptAt = 0;
       this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
     }
@@ -195,17 +218,26 @@ export class ClientSet {
     // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
     // folders cannot be watched, look again each interval.
     if (enough && !missingTarget && !this.opts.syncForever)
-      return this.credentialWatch?.complete === false ? this.backoff.steady() : Infinity;
-    const early = this.nextAttemptAt - performance.now();
+      return this.credentialWatch?.complete === false ? this.policy.steady() : Infinity;
+    const early = this.nextAttemptAt - this.clock.now();
     if (early > 0) return early;
     return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
   }
 
+  /** A ticket of a held replica behind `target`, so that reaching it again costs a resumed handshake only. */
+  private resumeFor(target: string, current: Held[]): ServerConnectionOptions['resume'] {
+    const candidates = current.filter((h) => h.target === target && h.conn.tlsSession);
+    const pick = candidates[this.nextResume++ % Math.max(1, candidates.length)];
+    if (!pick) return undefined;
+    const { conn } = pick;
+    return { serverID: conn.serverID, session: conn.tlsSession!, held: () => !conn.isClosed && this.held.has(pick) };
+  }
+
   private async connectOnce(target: string, current: Held[]): Promise<number> {
     const generation = this.generation;
-    let conn: ServerConnection;
+    let conn: HubConnection;
     try {
-      conn = await ServerConnection.open({
+      conn = await (this.opts.open ?? ServerConnection.open)({
         target,
         credentials: loadCredentials(this.opts.credentials, target, hostOf(target)),
         agentID: this.opts.agentID,
@@ -221,15 +253,23 @@ export class ClientSet {
         metrics: this.opts.metrics,
         log: this.opts.log.child({ target }),
         random: this.random,
+        clock: this.clock,
+        resume: this.resumeFor(target, current),
       });
     } catch (err) {
-      this.opts.metrics.serverConnectAttempts.inc({ result: 'failed' });
-      const wait = this.backoff.next();
+      if (err instanceof KnownServerError) {
+        this.opts.log.debug(
+          { target, serverID: err.serverID },
+          'reached a proxy-server already connected (TLS resumption)',
+        );
+        return this.attempted('duplicate');
+      }
+      const wait = this.attempted('failed');
       this.opts.log.warn(
         { target, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
       );
-      return this.retryIn(wait, false);
+      return wait;
     }
     const known = [...this.held].some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed);
     if (!known) {
@@ -246,32 +286,25 @@ export class ClientSet {
       current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
     ) {
       conn.close('duplicate serverID');
-      this.opts.metrics.serverConnectAttempts.inc({ result: 'duplicate' });
-      // Behind a load balancer the next attempt may well reach the missing replica: retry soon,
-      // with jitter, growing only while we keep hitting known replicas (ANP #816).
-      this.duplicates++;
-      return this.retryIn(
-        Math.min(this.opts.syncIntervalMs, 20 * 2 ** Math.min(this.duplicates - 1, 10)) * (0.5 + this.random()),
-        true,
-      );
+      return this.attempted('duplicate');
     }
-    this.duplicates = 0;
-    this.backoff.reset();
     this.adopt({ conn, target, generation });
-    return 20 * this.random();
+    return this.attempted('connected');
   }
 
-  private retryIn(ms: number, duplicate: boolean): number {
-    this.waitingOnDuplicates = duplicate;
-    this.nextAttemptAt = performance.now() + ms;
-    return ms;
+  /** Counts an attempt and sets when the next may start (sync-policy.ts); returns the wait. */
+  private attempted(outcome: AttemptOutcome): number {
+    this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
+    const wait = this.policy.after(outcome);
+    this.nextAttemptAt = this.clock.now() + wait;
+    this.waitingAfter = outcome;
+    return wait;
   }
 
   private adopt(held: Held): void {
     const { conn } = held;
     this.held.add(held);
     this.updateGauge();
-    this.opts.metrics.serverConnectAttempts.inc({ result: 'connected' });
     conn.log.info(
       {
         serverID: conn.serverID,
@@ -284,7 +317,7 @@ export class ClientSet {
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
-      this.replicaMissing();
+      if (!this.draining && !this.stopped) this.lost(held);
       this.poke();
     });
     // Its streams for the rule names (a connection that turned out a duplicate opened none).
@@ -302,6 +335,17 @@ export class ClientSet {
     }
   }
 
+  /**
+   * A connection that worked is gone: the next attempt after a random share of the spread
+   * (sync-policy.ts), unless one is due sooner. Not for one replaced on purpose (new TLS material).
+   */
+  private lost(held: Held): void {
+    if (held.generation !== this.generation) return;
+    const now = this.clock.now();
+    const spread = now + this.policy.afterLoss();
+    this.nextAttemptAt = this.nextAttemptAt > now ? Math.min(this.nextAttemptAt, spread) : spread;
+  }
+
   private updateGauge(): void {
     this.opts.metrics.openServerConnections.set(this.held.size);
   }
@@ -309,14 +353,12 @@ export class ClientSet {
   /** First signal: DRAIN every stream, open no new connections, wait until the servers stopped routing here. */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
-    clearTimeout(this.syncTimer);
     this.wake?.();
     await Promise.all([...this.held].map((h) => h.conn.closeWhenIdle(timeoutMs, 'agent shutting down')));
   }
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.syncTimer);
     this.credentialWatch?.close();
     this.wake?.();
     for (const h of [...this.held]) h.conn.close('agent stopped');

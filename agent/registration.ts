@@ -9,6 +9,7 @@
 import { decodePacket, encodeDataFrame, encodeFrame } from '../proto/packet-codec.js';
 import { Header, PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
+import { sleep, type Clock } from '../clock/clock.js';
 import type { AgentSession } from './agent-session.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
@@ -39,6 +40,8 @@ export interface RegistrationOptions {
   quietMs: number;
   metrics: AgentMetrics;
   log: Logger;
+  /** The quiet period, the retirement's deadline and the grace after a graceful close run on it. */
+  clock: Clock;
 }
 
 export class Registration {
@@ -47,10 +50,10 @@ export class Registration {
   private readonly writableWaiters: Array<() => void> = [];
   private closed = false;
   private drained = false;
-  /** When the last DIAL_REQ arrived, and when DRAIN was sent (performance.now()). */
+  /** When the last DIAL_REQ arrived, and when DRAIN was sent (clock.now()). */
   private lastDialAt = 0;
   private drainedAt = 0;
-  private graceTimer?: NodeJS.Timeout;
+  private cancelGrace?: () => void;
   /** The retirement under way: a second `retire` (the agent draining a stream a rules edit retired) waits for it. */
   private retirement?: Promise<void>;
   private readonly closedListeners: Array<(reason: string) => void> = [];
@@ -105,13 +108,13 @@ export class Registration {
   }
 
   private receive(packet: Packet | MalformedPacket): void {
-    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = performance.now();
+    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = this.opts.clock.now();
     this.table.handle(packet);
   }
 
   /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
   private ended(status: StreamStatus): void {
-    clearTimeout(this.graceTimer);
+    this.cancelGrace?.();
     this.endStream();
     if (this.closed) return;
     if (status.code === GrpcStatus.OK) return this.close('stream ended by server');
@@ -141,7 +144,7 @@ export class Registration {
   drain(): void {
     if (this.drained || this.closed) return;
     this.drained = true;
-    this.drainedAt = performance.now();
+    this.drainedAt = this.opts.clock.now();
     this.opts.metrics.drains.inc();
     this.send({ type: PacketType.DRAIN, drain: {} });
     this.opts.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
@@ -158,22 +161,23 @@ export class Registration {
 
   private async retireWhenQuiet(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const deadline = performance.now() + timeoutMs;
+    const { clock } = this.opts;
+    const deadline = clock.now() + timeoutMs;
     while (!this.closed) {
       // Quiet since the DRAIN too: the server routes here until it has read it.
-      const quietFor = performance.now() - Math.max(this.lastDialAt, this.drainedAt);
-      const left = deadline - performance.now();
+      const quietFor = clock.now() - Math.max(this.lastDialAt, this.drainedAt);
+      const left = deadline - clock.now();
       if (left <= 0) break;
       if (this.table.isIdle && quietFor >= this.opts.quietMs) break;
       // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
       const wait = this.table.isIdle ? this.opts.quietMs - quietFor : left;
-      let timer: NodeJS.Timeout | undefined;
+      const nap = sleep(clock, Math.min(wait, left));
       await Promise.race([
         this.table.isIdle ? new Promise<void>(() => {}) : this.table.idle(),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.min(wait, left)))),
+        nap.done,
         this.whenClosed(),
       ]);
-      clearTimeout(timer);
+      nap.cancel();
     }
     this.close(reason, true);
     await this.streamEnded;
@@ -195,7 +199,7 @@ export class Registration {
     const { stream } = this;
     if (stream && graceful) {
       stream.end();
-      this.graceTimer = setTimeout(() => stream.cancel(), 5000).unref();
+      this.cancelGrace = this.opts.clock.after(5000, () => stream.cancel());
     } else if (stream) stream.cancel();
     else this.endStream();
     this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');

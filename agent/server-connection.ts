@@ -26,9 +26,21 @@ export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'iden
   /** The most a retired stream waits for its connections before it is closed anyway. */
   drainTimeoutMs: number;
   random?: () => number;
+  /**
+   * A session ticket of a replica the agent holds: a server that resumes it is that replica, and the
+   * attempt ends after the TLS handshake (KnownServerError), before it costs the server a registration.
+   */
+  resume?: { serverID: string; session: Buffer; held: () => boolean };
 }
 
 class HandshakeError extends Error {}
+
+/** The TLS handshake resumed a session of a replica already held: a duplicate, known before HTTP/2. */
+export class KnownServerError extends Error {
+  constructor(readonly serverID: string) {
+    super(`resumed the TLS session of ${serverID}, which is already connected`);
+  }
+}
 
 export class ServerConnection extends EventEmitter<{ closed: [reason: string] }> {
   serverID = '';
@@ -43,7 +55,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   /** The rule names, a stream per group (setGroups, once the connection is adopted: a duplicate of a server already held opens none). */
   private wanted: readonly string[] = [];
   private readonly retryBackoff: Backoff;
-  private retryTimer?: NodeJS.Timeout;
+  private cancelRetry?: () => void;
   private closed = false;
   private drained = false;
 
@@ -69,7 +81,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   }
 
   private registration(identifiers: string): Registration {
-    const { target, credentials, keepaliveMs, drainTimeoutMs, random, ...common } = this.opts;
+    const { target, credentials, keepaliveMs, drainTimeoutMs, random, resume, ...common } = this.opts;
     return new Registration({ ...common, identifiers, authorization: credentials.authorization });
   }
 
@@ -77,7 +89,15 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     const { opts } = this;
     this.session = await AgentSession.open({
       target: opts.target,
-      secure: (socket) => opts.credentials.tls.handshake(socket),
+      secure: async (socket) => {
+        const { tls } = opts.credentials;
+        const secured = await tls.handshake(socket, opts.resume?.session);
+        if (tls.resumed && opts.resume?.held()) {
+          secured.destroy();
+          throw new KnownServerError(opts.resume.serverID);
+        }
+        return secured;
+      },
       timeoutMs: opts.handshakeTimeoutMs,
       // A larger HTTP/2 window than the 64 KiB default keeps bulk transfers from stalling on round trips.
       windowBytes: 4 << 20,
@@ -169,12 +189,16 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   }
 
   private scheduleRetry(): void {
-    if (this.retryTimer || this.closed || this.drained) return;
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
+    if (this.cancelRetry || this.closed || this.drained) return;
+    this.cancelRetry = this.opts.clock.after(this.retryBackoff.next(), () => {
+      this.cancelRetry = undefined;
       void this.openMissingGroups();
-    }, this.retryBackoff.next());
-    this.retryTimer.unref();
+    });
+  }
+
+  /** The server's latest TLS session ticket, for a later attempt to tell it apart (`resume`). */
+  get tlsSession(): Buffer | undefined {
+    return this.opts.credentials.tls.session;
   }
 
   /** Every stream of this connection, the retiring ones too. */
@@ -209,7 +233,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   drain(): void {
     if (this.drained || this.closed) return;
     this.drained = true;
-    clearTimeout(this.retryTimer);
+    this.cancelRetry?.();
     for (const reg of this.registrations()) reg.drain();
     this.log.info(
       { serverID: this.serverID, streams: this.registrations().length },
@@ -224,14 +248,15 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
    */
   async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const deadline = performance.now() + timeoutMs;
+    const { clock } = this.opts;
+    const deadline = clock.now() + timeoutMs;
     const { primary } = this;
     await Promise.all(
       this.registrations()
         .filter((r) => r !== primary)
         .map((r) => r.retire(timeoutMs, reason)),
     );
-    await primary?.retire(Math.max(0, deadline - performance.now()), reason);
+    await primary?.retire(Math.max(0, deadline - clock.now()), reason);
     this.close(reason, true);
   }
 
@@ -239,7 +264,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   close(reason: string, graceful = false): void {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.retryTimer);
+    this.cancelRetry?.();
     for (const reg of this.registrations()) reg.close(reason);
     if (graceful) this.session?.end();
     else this.session?.close();

@@ -60,11 +60,19 @@ function certificates(pem: Buffer | null | undefined): X509Certificate[] {
 export class ServerTls {
   /** The last TLS failure in an operator's words, for the attempt's error message. */
   problem?: string;
+  /** The server's latest session ticket: offered on a later attempt, it resumes with this server alone. */
+  session?: Buffer;
+  /** The handshake resumed the offered session: the server is the one that issued it. */
+  resumed = false;
 
   constructor(private readonly opts: ServerTlsOptions) {}
 
-  /** Runs the handshake on a connected TCP socket; rejects with the failure in an operator's words. */
-  handshake(socket: Socket): Promise<TLSSocket> {
+  /**
+   * Runs the handshake on a connected TCP socket; rejects with the failure in an operator's words.
+   * `session`: a ticket of a server this agent verified before; a server that accepts it skips its
+   * signature and our certificate's verification (TLS 1.3 resumption), and is that server.
+   */
+  handshake(socket: Socket, session?: Buffer): Promise<TLSSocket> {
     const { host } = this.opts;
     return new Promise((resolve, reject) => {
       let connected = false;
@@ -77,9 +85,11 @@ export class ServerTls {
           servername: tlsServerName(host),
           ALPNProtocols: [...this.opts.alpn.filter((p) => p !== 'h2'), 'h2'],
           rejectUnauthorized: false,
+          session,
         },
         () => {
           connected = true;
+          this.resumed = tls.isSessionReused();
           if (!tls.authorized) {
             reject(
               this.fail(
@@ -99,6 +109,7 @@ export class ServerTls {
           resolve(tls);
         },
       );
+      tls.on('session', (ticket: Buffer) => (this.session = ticket));
       // With TLS 1.3 the server checks our certificate after our side is done: its refusal then
       // arrives as an alert on the open socket.
       tls.on('error', (e: NodeJS.ErrnoException) => {

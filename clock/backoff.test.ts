@@ -11,13 +11,4 @@ describe('Backoff', () => {
     expect(jittered.next()).toBeCloseTo(1100);
     expect(jittered.steady()).toBeCloseTo(1100);
   });
-
-  it('with firstMs: short waits doubling up to the initial interval, then the usual growth', () => {
-    const b = new Backoff({ initialMs: 1000, capMs: 3000, firstMs: 125 }, () => 0);
-    expect(Array.from({ length: 7 }, () => b.next())).toEqual([125, 250, 500, 1000, 1500, 2250, 3000]);
-    b.reset();
-    expect(b.next()).toBe(125);
-    // Never above the initial interval, whatever the flags say.
-    expect(new Backoff({ initialMs: 100, capMs: 3000, firstMs: 125 }, () => 0).next()).toBe(100);
-  });
 });

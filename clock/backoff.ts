@@ -5,12 +5,6 @@ export interface BackoffPolicy {
   capMs: number;
   factor?: number;
   jitter?: number;
-  /**
-   * Where the waits start after a reset, doubling up to `initialMs` before the usual growth: a
-   * server that restarts is back within a few short retries, and one that stays down is soon
-   * retried at the usual backing-off rate. Default `initialMs` (no short retries).
-   */
-  firstMs?: number;
 }
 
 export class Backoff {
@@ -20,15 +14,14 @@ export class Backoff {
     private readonly policy: BackoffPolicy,
     private readonly random: () => number = Math.random,
   ) {
-    this.currentMs = this.start();
+    this.currentMs = policy.initialMs;
   }
 
   /** The wait before the next attempt after a failure; each call grows the next one. */
   next(): number {
     const base = this.currentMs;
-    const { initialMs, capMs } = this.policy;
-    this.currentMs =
-      base < initialMs ? Math.min(base * 2, initialMs) : Math.min(base * (this.policy.factor ?? 1.5), capMs);
+    const { capMs } = this.policy;
+    this.currentMs = Math.min(base * (this.policy.factor ?? 1.5), capMs);
     return Math.min(
       base * (1 + (this.policy.jitter ?? 0.1) * this.random()),
       capMs * (1 + (this.policy.jitter ?? 0.1)),
@@ -37,15 +30,11 @@ export class Backoff {
 
   /** After a success the next wait starts from the beginning again. */
   reset(): void {
-    this.currentMs = this.start();
+    this.currentMs = this.policy.initialMs;
   }
 
   /** A jittered initial interval, without growing: the pause between successful syncs. */
   steady(): number {
     return this.policy.initialMs * (1 + (this.policy.jitter ?? 0.1) * this.random());
-  }
-
-  private start(): number {
-    return Math.min(this.policy.firstMs ?? this.policy.initialMs, this.policy.initialMs);
   }
 }

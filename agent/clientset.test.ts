@@ -1,0 +1,238 @@
+// The sync loop's decisions on a ManualClock, against replicas behind a fake balancer: when it tries,
+// what it does after a failure, a duplicate, a loss, a new count, and that a session ticket of a held
+// replica is offered. No sockets, no sleeps: time moves only when the test says so.
+import { EventEmitter } from 'node:events';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../observability/log.js';
+import { makePki } from '../test/support/certs.js';
+import { ManualClock } from '../test/support/manual-clock.js';
+import { BufferBudget } from './buffer-budget.js';
+import { ClientSet, type HubConnection } from './clientset.js';
+import { AgentMetrics } from './metrics.js';
+import { KnownServerError, type ServerConnectionOptions } from './server-connection.js';
+
+const pki = makePki();
+const log = createLogger('silent');
+
+class FakeConnection extends EventEmitter<{ closed: [reason: string] }> {
+  isClosed = false;
+  readonly isDraining = false;
+  readonly transportReady = true;
+  readonly connectionCount = 0;
+  readonly pendingDialCount = 0;
+  readonly log = log;
+  readonly tlsSession: Buffer;
+  constructor(
+    readonly serverID: string,
+    readonly serverCount: number,
+  ) {
+    super();
+    this.tlsSession = Buffer.from(`ticket of ${serverID}`);
+  }
+  setGroups(): void {}
+  registrations(): [] {
+    return [];
+  }
+  async closeWhenIdle(_ms: number, reason: string): Promise<void> {
+    this.close(reason);
+  }
+  close(reason: string): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.emit('closed', reason);
+  }
+}
+
+/** Replicas behind a balancer that hands each attempt to the next one in turn. */
+class Replicas {
+  readonly up = new Map<string, boolean>();
+  readonly attempts: Array<{ at: number; reached: string; resume?: string; outcome: string }> = [];
+  readonly conns: FakeConnection[] = [];
+  private turn = 0;
+
+  constructor(
+    ids: string[],
+    private readonly clock: ManualClock,
+    private readonly count = ids.length,
+  ) {
+    for (const id of ids) this.up.set(id, true);
+  }
+
+  open = async (opts: ServerConnectionOptions): Promise<HubConnection> => {
+    const ids = [...this.up.keys()];
+    const reached = ids[this.turn++ % ids.length]!;
+    const at = this.clock.now();
+    if (!this.up.get(reached)) {
+      this.attempts.push({ at, reached, outcome: 'failed' });
+      throw new Error(`connection to ${reached} refused`);
+    }
+    if (opts.resume?.serverID === reached && opts.resume.held()) {
+      this.attempts.push({ at, reached, resume: reached, outcome: 'resumed' });
+      throw new KnownServerError(reached);
+    }
+    this.attempts.push({ at, reached, resume: opts.resume?.serverID, outcome: 'opened' });
+    const conn = new FakeConnection(reached, this.count);
+    this.conns.push(conn);
+    return conn;
+  };
+
+  /** The replica stops: its connections drop at once. */
+  stop(id: string): void {
+    this.up.set(id, false);
+    for (const c of this.conns) if (c.serverID === id) c.close('connection lost');
+  }
+}
+
+const sets: ClientSet[] = [];
+afterEach(() => {
+  for (const s of sets.splice(0)) s.stop();
+});
+
+function clientSet(
+  replicas: Replicas,
+  clock: ManualClock,
+  random: () => number,
+  extra: { countLeases?: boolean } = {},
+) {
+  const registry = new Registry();
+  const metrics = new AgentMetrics(registry);
+  const set = new ClientSet({
+    targets: ['hub.example:8091'],
+    credentials: {
+      caCert: pki.caCert,
+      agentCert: pki.clientCert,
+      agentKey: pki.clientKey,
+      serviceAccountTokenPath: '',
+    },
+    agentID: 'agent',
+    identifiers: '',
+    serverCount: { countLeases: extra.countLeases ?? false, source: 'default' },
+    syncIntervalMs: 1000,
+    syncIntervalCapMs: 10_000,
+    syncForever: false,
+    keepaliveMs: 30_000,
+    drainTimeoutMs: 1000,
+    dial: async () => {
+      throw new Error('no dials here');
+    },
+    maxBuffer: 1 << 20,
+    budget: new BufferBudget(1 << 30, { stallMs: 1000, metrics, log }),
+    metrics,
+    log,
+    random,
+    clock,
+    open: replicas.open,
+  });
+  sets.push(set);
+  set.start();
+  const attempts = async () =>
+    Object.fromEntries(
+      (await metrics.serverConnectAttempts.get()).values.map((v) => [v.labels.result as string, v.value]),
+    );
+  return { set, attempts };
+}
+
+const held = (set: ClientSet) => new Set(set.serverIDs());
+
+describe('ClientSet sync loop (ManualClock)', () => {
+  it('at start: tries at once, then a short random pause before each next missing replica', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a', 'b', 'c'], clock);
+    const { set, attempts } = clientSet(replicas, clock, () => 0.5);
+    await clock.advance(0);
+    expect(held(set)).toEqual(new Set(['a']));
+    await clock.advance(20);
+    expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
+    expect(replicas.attempts.map((a) => a.at)).toEqual([0, 10, 20]);
+    // Holding every replica, the loop waits for an event: time passes without an attempt.
+    await clock.advance(60_000);
+    expect(replicas.attempts.length).toBe(3);
+    expect(await attempts()).toEqual({ connected: 3 });
+  });
+
+  it('after a failure, the Go agent backoff: 1, 1.5, 2.25 ... s up to --sync-interval-cap', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a'], clock);
+    replicas.up.set('a', false);
+    const { set, attempts } = clientSet(replicas, clock, () => 0);
+    await clock.advance(30_000);
+    const times = replicas.attempts.map((a) => a.at);
+    expect(times).toEqual([0, 1000, 2500, 4750, 8125, 13_187.5, 20_781.25, 30_000].slice(0, times.length));
+    expect(times.length).toBe(7);
+    // Gaps never beyond the cap (10 s, plus its 10 % jitter with random() = 0: exactly 10 s).
+    replicas.up.set('a', true);
+    await clock.advance(10_000);
+    expect(held(set)).toEqual(new Set(['a']));
+    expect(await attempts()).toEqual({ failed: 7, connected: 1 });
+  });
+
+  it('after losing a replica that worked, the first attempt waits a random share of 2 x --sync-interval, then finds it', async () => {
+    for (const [r, expected] of [
+      [0.1, 200],
+      [0.9, 1800],
+    ] as const) {
+      const clock = new ManualClock();
+      const replicas = new Replicas(['a', 'b', 'c'], clock);
+      const { set } = clientSet(replicas, clock, () => r);
+      await clock.advance(100);
+      expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
+      const before = replicas.attempts.length;
+      const lostAt = clock.now();
+      replicas.stop('b');
+      replicas.up.set('b', true);
+      await clock.advance(expected - 1);
+      expect(replicas.attempts.length, `random ${r}: no attempt before ${expected} ms`).toBe(before);
+      await clock.advance(1);
+      expect(replicas.attempts.slice(before).map((a) => a.at - lostAt)).toEqual([expected]);
+      // The balancer's next turn may be a held replica (a duplicate): keep looking until b is back.
+      await clock.advance(10_000);
+      expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
+    }
+  });
+
+  it('a duplicate of a held replica is told by its resumed TLS session: the ticket of a held replica is offered', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a', 'b', 'c'], clock);
+    const { set, attempts } = clientSet(replicas, clock, () => 0.5);
+    await clock.advance(100);
+    replicas.stop('c');
+    await clock.advance(20_000);
+    expect(held(set)).toEqual(new Set(['a', 'b']));
+    const during = replicas.attempts.filter((a) => a.at > 100);
+    // Every attempt after the start offers a held replica's ticket; those that reach it end at the handshake.
+    expect(during.every((a) => a.outcome === 'failed' || a.resume !== undefined)).toBe(true);
+    expect(during.filter((a) => a.outcome === 'resumed').length).toBeGreaterThan(0);
+    // While c is away: at most one attempt per half --sync-interval (duplicates wait 0.5-1.5 s, failures back off).
+    const gaps = during.slice(1).map((a, i) => a.at - during[i]!.at);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(500);
+    const counted = await attempts();
+    expect(counted.duplicate).toBe(during.filter((a) => a.outcome !== 'failed').length);
+  });
+
+  it('a replica newly counted (the Leases) is looked for at once, and a flapping count does not cut a backoff short', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a', 'b'], clock, 1);
+    const { set } = clientSet(replicas, clock, () => 0, { countLeases: true });
+    set.setLeaseCount(1);
+    await clock.advance(5000);
+    expect(held(set)).toEqual(new Set(['a']));
+    const before = replicas.attempts.length;
+    set.setLeaseCount(2);
+    await clock.advance(0);
+    expect(replicas.attempts.length).toBe(before + 1);
+    expect(held(set)).toEqual(new Set(['a', 'b']));
+  });
+
+  it('a count that flaps (every rise wakes the loop) does not cut the backoff of a hub that does not answer', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a'], clock);
+    replicas.up.set('a', false);
+    const { set } = clientSet(replicas, clock, () => 0, { countLeases: true });
+    for (let i = 0; i < 100; i++) {
+      set.setLeaseCount(1 + (i % 2));
+      await clock.advance(50);
+    }
+    expect(replicas.attempts.map((a) => a.at)).toEqual([0, 1000, 2500, 4750]);
+  });
+});
