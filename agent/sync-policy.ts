@@ -7,8 +7,8 @@
 //   fleet's redials are spread over it instead of landing in the same second;
 // - after a failure (nobody answered, or a refusal), the Go agent's backoff: --sync-interval growing
 //   x1.5 up to --sync-interval-cap, with its 10 % jitter;
-// - after a duplicate (a replica already held answered), --sync-interval with jitter over half of it
-//   either way: the replica sought is likely still away, and a fleet stays spread out;
+// - after a duplicate (a replica already held answered), 0.75 to 1.75 x --sync-interval: about the Go
+//   agent's pace, spread so that a fleet stays spread out;
 // - after a success, a short random pause before looking for the next missing replica.
 // Pure: the randomness is passed in; the loop owns the clock.
 import { Backoff } from '../clock/backoff.js';
@@ -18,7 +18,7 @@ export interface SyncPolicyOptions {
   intervalMs: number;
   /** --sync-interval-cap */
   capMs: number;
-  /** How far a fleet's first attempts after losing a replica are spread (default 2 x --sync-interval). */
+  /** How far a fleet's first attempts after losing a replica are spread (default 3 x --sync-interval). */
   spreadMs?: number;
   random: () => number;
 }
@@ -41,7 +41,7 @@ export class SyncPolicy {
         return 20 * random();
       case 'duplicate':
         this.failures.reset();
-        return intervalMs * (0.5 + random());
+        return intervalMs * (0.75 + random());
       case 'failed':
         return this.failures.next();
     }
@@ -50,7 +50,7 @@ export class SyncPolicy {
   /** The wait before the first attempt after a connection that worked was lost. */
   afterLoss(): number {
     this.failures.reset();
-    return (this.opts.spreadMs ?? 2 * this.opts.intervalMs) * this.opts.random();
+    return (this.opts.spreadMs ?? 3 * this.opts.intervalMs) * this.opts.random();
   }
 
   /** New TLS material: try at once, from the start of the backoff. */

@@ -8,7 +8,7 @@ import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
 import { pattern, sha256, startEchoServer, unusedPort, type Target } from './support/targets.js';
 import { TcpBalancer } from './support/tcp-balancer.js';
-import { waitUntil } from './support/wait.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const pki = makePki();
 const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
@@ -66,13 +66,11 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
     await lb.listen();
     cleanups.push(() => lb.close());
 
-    const started = Date.now();
+    // How soon is the bench's business (bench/README.md, "Fleet"); the deadline here only bounds a failure.
     const agent: StartedAgent = startAgent([`localhost:${lb.port}`], agentFlags, { resolve });
     cleanups.push(() => agent.stop());
-    await agent.ready(3, 5000);
-    const elapsed = Date.now() - started;
+    await agent.ready(3, 30_000);
     expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['server-a', 'server-b', 'server-c']));
-    expect(elapsed).toBeLessThan(policy === 'round-robin' ? 1500 : 3000);
     for (const hub of hubs) await echoThrough(hub, echo);
 
     // Replica b dies: its stream goes, the others keep serving, readiness stays green.
@@ -92,7 +90,7 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
     // b comes back on the same port: the agent reconnects to it.
     hubs[1] = await startHub({ serverID: 'server-b', serverCount: 3, agentPort: bPort });
     lb.setBackends(hubs.map((h) => h.ports.agent));
-    await waitUntil(() => agent.agent.clients.serverIDs().includes('server-b'), 15_000, 'a stream to b again');
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('server-b'), 30_000, 'a stream to b again');
     await echoThrough(hubs[1]!, echo);
     const attempts = await agent.agent.metrics.serverConnectAttempts.get();
     expect(attempts.values.find((v) => v.labels.result === 'connected')?.value).toBe(4);
@@ -100,7 +98,7 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
 });
 
 describe('hub lifecycle', () => {
-  it('an agent started while the hub is down is ready within one backoff interval of the hub coming up', async () => {
+  it('an agent started while the hub is down keeps trying and is ready once the hub comes up', async () => {
     const port = await unusedPort();
     const agent = startAgent(
       [`localhost:${port}`],
@@ -108,15 +106,16 @@ describe('hub lifecycle', () => {
       { resolve },
     );
     cleanups.push(() => agent.stop());
-    await new Promise((r) => setTimeout(r, 10_000));
+    // Three refused attempts (the backoff's schedule itself: agent/clientset.test.ts, on a ManualClock).
+    const failed = async () =>
+      (await agent.agent.metrics.serverConnectAttempts.get()).values.find((v) => v.labels.result === 'failed')?.value ??
+      0;
+    await waitUntilAsync(async () => (await failed()) >= 3, 30_000, 'three refused attempts');
     expect(agent.agent.readiness.check()).toBe('no servers connected');
     const hub = await startHub({ agentPort: port });
     cleanups.push(() => hub.close());
-    const up = Date.now();
-    await agent.ready(1, 5000);
-    // The cap (2 s) plus 10 % jitter, plus the handshake.
-    expect(Date.now() - up).toBeLessThan(2200 + 500);
-  }, 30_000);
+    await agent.ready(1, 30_000);
+  }, 60_000);
 
   it('follows a serverCount that grows with --sync-forever', async () => {
     const a = await startHub({ serverID: 'a', serverCount: 1 });
@@ -134,13 +133,13 @@ describe('hub lifecycle', () => {
     const b = await startHub({ serverID: 'b', serverCount: 2 });
     cleanups.push(() => b.close());
     lb.setBackends([a.ports.agent, b.ports.agent]);
-    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 5000, 'the new replica');
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 30_000, 'the new replica');
     expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['a', 'b']));
   });
 
-  it('a replica lost while the agent backs off from duplicates is looked for again at once', async () => {
-    // serverCount 3 with two replicas: the agent keeps dialling the balancer, meets only replicas it
-    // holds, and its waits grow towards --sync-interval (5 s here).
+  it('a replica lost while the agent backs off from duplicates is found again when it returns', async () => {
+    // serverCount 3 with two replicas: the agent keeps dialling the balancer and meets only replicas it
+    // holds (duplicates, told apart by their resumed TLS sessions). When and how often: agent/clientset.test.ts.
     const a = await startHub({ serverID: 'a', serverCount: 3 });
     let b = await startHub({ serverID: 'b', serverCount: 3 });
     cleanups.push(() => Promise.all([a.close(), b.close()]));
@@ -150,20 +149,20 @@ describe('hub lifecycle', () => {
     cleanups.push(() => lb.close());
     const agent = startAgent(
       [`localhost:${lb.port}`],
-      [...agentFlags, '--sync-interval=5s', '--sync-interval-cap=5s'],
+      [...agentFlags, '--sync-interval=200ms', '--sync-interval-cap=1s'],
       { resolve },
     );
     cleanups.push(() => agent.stop());
-    await agent.ready(2, 5000);
-    await new Promise((r) => setTimeout(r, 4000));
+    await agent.ready(2, 30_000);
+    const duplicates = async () =>
+      (await agent.agent.metrics.serverConnectAttempts.get()).values.find((v) => v.labels.result === 'duplicate')
+        ?.value ?? 0;
+    await waitUntilAsync(async () => (await duplicates()) >= 2, 30_000, 'two duplicates');
     await b.close();
-    await waitUntil(() => !agent.agent.clients.serverIDs().includes('b'), 5000, 'the stream to b to close');
+    await waitUntil(() => !agent.agent.clients.serverIDs().includes('b'), 30_000, 'the stream to b to close');
     b = await startHub({ serverID: 'b', serverCount: 3, agentPort: bPort });
-    const back = performance.now();
-    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 10_000, 'b held again');
-    // The duplicates' wait (seconds by now) does not hold back the search for a replica just lost.
-    expect(performance.now() - back).toBeLessThan(800);
-  }, 30_000);
+    await waitUntil(() => agent.agent.clients.serverIDs().includes('b'), 30_000, 'b held again');
+  }, 90_000);
 
   it('keeps every address of several --proxy-server-host values connected', async () => {
     const a = await startHub({ serverID: 'a' });
