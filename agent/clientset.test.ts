@@ -203,11 +203,17 @@ describe('ClientSet sync loop (ManualClock)', () => {
     // Every attempt after the start offers a held replica's ticket; those that reach it end at the handshake.
     expect(during.every((a) => a.outcome === 'failed' || a.resume !== undefined)).toBe(true);
     expect(during.filter((a) => a.outcome === 'resumed').length).toBeGreaterThan(0);
-    // While c is away: at most one attempt per 0.75 --sync-interval (duplicates wait 0.75-1.75 s, failures back off).
+    // While c is away: rounds of three attempts back to back (the server count), 1/2 to 1 x
+    // --sync-interval-cap apart.
     const gaps = during.slice(1).map((a, i) => a.at - during[i]!.at);
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(750);
+    expect(gaps.filter((g) => g > 100).every((g) => g >= 5000)).toBe(true);
+    expect(gaps.filter((g) => g <= 100).length).toBeLessThanOrEqual(2 * (gaps.filter((g) => g > 100).length + 1));
     const counted = await attempts();
     expect(counted.duplicate).toBe(during.filter((a) => a.outcome !== 'failed').length);
+    // c back: the next round finds it (the round-robin balancer hands each replica one attempt).
+    replicas.up.set('c', true);
+    await clock.advance(10_000);
+    expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
   });
 
   it('a replica newly counted (the Leases) is looked for at once, and a flapping count does not cut a backoff short', async () => {

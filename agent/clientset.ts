@@ -262,9 +262,9 @@ export class ClientSet {
           { target, serverID: err.serverID },
           'reached a proxy-server already connected (TLS resumption)',
         );
-        return this.attempted('duplicate');
+        return this.attempted('duplicate', target);
       }
-      const wait = this.attempted('failed');
+      const wait = this.attempted('failed', target);
       this.opts.log.warn(
         { target, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
@@ -286,16 +286,17 @@ export class ClientSet {
       current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
     ) {
       conn.close('duplicate serverID');
-      return this.attempted('duplicate');
+      return this.attempted('duplicate', target);
     }
     this.adopt({ conn, target, generation });
-    return this.attempted('connected');
+    return this.attempted('connected', target);
   }
 
   /** Counts an attempt and sets when the next may start (sync-policy.ts); returns the wait. */
-  private attempted(outcome: AttemptOutcome): number {
+  private attempted(outcome: AttemptOutcome, target: string): number {
     this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
-    const wait = this.policy.after(outcome);
+    const holding = [...this.held].some((h) => h.target === target && !h.conn.isClosed);
+    const wait = this.policy.after(outcome, this.count.value, holding);
     this.nextAttemptAt = this.clock.now() + wait;
     this.waitingAfter = outcome;
     return wait;
