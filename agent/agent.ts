@@ -2,6 +2,7 @@
 // What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
+import type { Clock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
 import type { ReadinessCheck } from '../observability/health-server.js';
 import { BufferBudget, defaultBufferBudget } from './buffer-budget.js';
@@ -22,6 +23,8 @@ export interface AgentDeps {
   identifiers?: { own: string; groups: readonly string[] };
   /** The container's memory limit in bytes, when there is one: the default --max-total-buffer derives from it. */
   memoryLimit?: number;
+  /** What the connection logic waits on (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
 }
 
 export class Agent {
@@ -77,6 +80,7 @@ export class Agent {
         }),
       metrics: this.metrics,
       log: deps.log,
+      clock: deps.clock,
     });
   }
 

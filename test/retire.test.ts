@@ -1,7 +1,8 @@
 // Retiring a stream without losing a dial, against our hub (destHost, which like the Go v0.36 server
 // routes a name to a draining stream only when no other holds it): the stream of a rule gone sends DRAIN
 // and stays open while the hub still routes dials to it, serving each; it closes a quiet second after the
-// last one, and never while a connection through it is open.
+// last one, and never while a connection through it is open. The agent's waits run on a ManualClock:
+// the quiet second passes when the test says so, whatever the machine's load.
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
@@ -9,12 +10,14 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packet-types.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki } from './support/certs.js';
+import { ManualClock } from './support/manual-clock.js';
 import { echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
 
 let hub: ProxyHub;
 let echo: Target;
 let agent: StartedAgent;
+const clock = new ManualClock();
 
 beforeAll(async () => {
   const pki = makePki();
@@ -37,10 +40,11 @@ beforeAll(async () => {
     {
       identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
       resolve: async () => ['127.0.0.1'],
+      clock,
     },
   );
-  await agent.ready();
-  await waitUntil(() => hub.agents().length === 2, 5000, 'both streams');
+  await agent.ready(1, 30_000);
+  await waitUntil(() => hub.agents().length === 2, 30_000, 'both streams');
 });
 
 afterAll(async () => {
@@ -49,20 +53,27 @@ afterAll(async () => {
   await echo?.close();
 });
 
+const open = () => agent.agent.clients.connections().reduce((n, c) => n + c.connectionCount, 0);
+
 async function echoThrough(host: string): Promise<void> {
+  const before = open();
   const conn = await dialThroughProxy({
     mode: 'grpc',
     proxyHost: '127.0.0.1',
     proxyPort: hub.ports.server!,
     address: `${host}:${echo.port}`,
-    timeoutMs: 5000,
+    timeoutMs: 30_000,
   });
   try {
     expect(await echoRoundTrip(conn, Buffer.from(host))).toBe(sha256(host));
   } finally {
     conn.destroy();
   }
+  // The agent has closed its side too: the stream is idle again.
+  await waitUntil(() => open() === before, 30_000, 'the connection to close');
 }
+
+const holding = (name: string) => hub.agents().some((a) => a.identifiers.host.includes(name));
 
 describe('a retired stream', () => {
   it('serves the dials routed to it after its DRAIN, and closes a quiet second after the last, not before its connection ends', async () => {
@@ -71,56 +82,40 @@ describe('a retired stream', () => {
       proxyHost: '127.0.0.1',
       proxyPort: hub.ports.server!,
       address: `old.cluster1:${echo.port}`,
-      timeoutMs: 5000,
+      timeoutMs: 30_000,
     });
     const drained = hub.waitForPacket(PacketType.DRAIN, 'retiring');
     agent.agent.clients.setIdentifierGroups(['host=new.cluster1']);
     await drained;
-    await waitUntil(() => hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')), 2000, 'the new group');
+    await waitUntil(() => holding('new.cluster1'), 30_000, 'the new group');
     // The only stream with the old name drains but is still routed to: every dial is served.
-    const start = performance.now();
-    while (performance.now() - start < 1500) await echoThrough('old.cluster1');
+    for (let i = 0; i < 3; i++) await echoThrough('old.cluster1');
     expect(hub.agents().find((a) => a.identifiers.host.includes('old.cluster1'))?.draining).toBe(true);
-    // The connection through it keeps it open however quiet it gets.
-    await new Promise((r) => setTimeout(r, 1300));
-    expect(hub.agents().some((a) => a.identifiers.host.includes('old.cluster1'))).toBe(true);
+    // The connection through it keeps it open however quiet it gets (the drain timeout is 20 s).
+    await clock.advance(10_000);
+    expect(holding('old.cluster1')).toBe(true);
     expect(await echoRoundTrip(held, Buffer.from('still'))).toBe(sha256('still'));
     // Quiet for long enough already: it closes as soon as the connection ends.
     held.destroy();
-    await waitUntil(
-      () => !hub.agents().some((a) => a.identifiers.host.includes('old.cluster1')),
-      1000,
-      'the retired stream to close',
-    );
+    await waitUntil(() => !holding('old.cluster1'), 30_000, 'the retired stream to close');
     await expect(echoThrough('old.cluster1')).rejects.toThrow(/No agent available/);
 
     // A stream retired while dials keep coming: open until a quiet second after the last.
     agent.agent.clients.setIdentifierGroups(['host=newer.cluster1']);
-    await waitUntil(
-      () => hub.agents().some((a) => a.identifiers.host.includes('newer.cluster1')),
-      2000,
-      'the newer group',
-    );
-    let lastDial = performance.now();
-    while (
-      performance.now() - lastDial < 500 &&
-      hub.agents().some((a) => a.identifiers.host.includes('new.cluster1'))
-    ) {
-      await echoThrough('new.cluster1');
-      if (performance.now() - start > 10_000) break;
-    }
-    lastDial = performance.now();
-    await waitUntil(
-      () => !hub.agents().some((a) => a.identifiers.host.includes('new.cluster1')),
-      5000,
-      'the second retired stream to close',
-    );
-    expect(performance.now() - lastDial).toBeGreaterThanOrEqual(900);
+    await waitUntil(() => holding('newer.cluster1'), 30_000, 'the newer group');
+    await echoThrough('new.cluster1');
+    await clock.advance(900);
+    expect(holding('new.cluster1')).toBe(true);
+    await echoThrough('new.cluster1');
+    await clock.advance(900);
+    expect(holding('new.cluster1'), '900 ms after the last dial').toBe(true);
+    await clock.advance(100);
+    await waitUntil(() => !holding('new.cluster1'), 30_000, 'the second retired stream to close');
     await echoThrough('newer.cluster1');
     await echoThrough('own.cluster1');
     // No name changed streams, so nothing like the Go server's "should not happen".
     expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
-  });
+  }, 120_000);
 
   it("when the agent drains, a connection on a rule's stream keeps the connection open, and the first stream retires last", async () => {
     // The default strategy too: it keys every stream by agentID, so the first stream must go last.
@@ -131,6 +126,7 @@ describe('a retired stream', () => {
       proxyStrategies: ['destHost', 'default'],
       agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
     });
+    const drainClock = new ManualClock();
     const draining = startAgent(
       [`localhost:${both.ports.agent}`],
       [
@@ -142,11 +138,12 @@ describe('a retired stream', () => {
       {
         identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
         resolve: async () => ['127.0.0.1'],
+        clock: drainClock,
       },
     );
     try {
-      await draining.ready();
-      await waitUntil(() => both.agents().length === 2, 5000, 'both streams');
+      await draining.ready(1, 30_000);
+      await waitUntil(() => both.agents().length === 2, 30_000, 'both streams');
       const held = await dialThroughProxy({
         mode: 'grpc',
         proxyHost: '127.0.0.1',
@@ -154,15 +151,18 @@ describe('a retired stream', () => {
         address: `rule.cluster2:${echo.port}`,
         timeoutMs: 5000,
       });
-      const drained = draining.agent.clients.drain(20_000);
+      let done = false;
+      const drained = draining.agent.clients.drain(20_000).then(() => (done = true));
+      // Both streams sent DRAIN at once, the idle first one's too.
+      await waitUntil(() => both.agents().every((a) => a.draining), 30_000, 'DRAIN on both streams');
       // Well past the quiet second: the first stream, with no connection of its own, still waits.
-      await new Promise((r) => setTimeout(r, 2500));
+      await drainClock.advance(5000);
       expect(both.agents()).toHaveLength(2);
+      expect(done).toBe(false);
       expect(await echoRoundTrip(held, Buffer.from('after'))).toBe(sha256('after'));
-      const start = performance.now();
+      // Quiet for long enough: once the connection ends, the rule's stream and then the first one go.
       held.destroy();
       await drained;
-      expect(performance.now() - start).toBeLessThan(3000);
       expect(both.agents()).toEqual([]);
       expect(both.counters.firstStreamRemovedBeforeOthers).toBe(0);
     } finally {
