@@ -296,7 +296,7 @@ export class ClientSet {
   private attempted(outcome: AttemptOutcome, target: string): number {
     this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
     const holding = [...this.held].some((h) => h.target === target && !h.conn.isClosed);
-    const wait = this.policy.after(outcome, this.count.value, holding);
+    const wait = this.policy.after(outcome, holding);
     this.nextAttemptAt = this.clock.now() + wait;
     this.waitingAfter = outcome;
     return wait;

@@ -195,9 +195,9 @@ describe.skipIf(missing.length > 0)(
       );
       const expiredAfter = performance.now() - killed;
       const during = (await attempts()) - before;
-      // Behind the balancer the agent looks for the fourth server in rounds of four attempts, 5-10 s
-      // apart (agent/sync-policy.ts), not in a tight loop: well under one attempt per 200 ms, however
-      // slow the machine. (The schedule itself: agent/clientset.test.ts, on a ManualClock.)
+      // Behind the balancer the agent looks for the fourth server every 0.75-1.75 s (agent/sync-policy.ts),
+      // not in a tight loop: well under one attempt per 200 ms, however slow the machine. (The schedule
+      // itself: agent/clientset.test.ts, on a ManualClock.)
       expect(during).toBeLessThan(expiredAfter / 200);
       expect(await agent.metric('konnectivity_network_proxy_agent_open_server_connections')).toBe(3);
     }, 120_000);
