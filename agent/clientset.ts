@@ -11,7 +11,7 @@ import { splitHostPort } from '../net/address.js';
 import { sleep, systemClock, type Clock } from '../clock/clock.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
-import { loadCredentials, TlsFingerprint, type CredentialFiles } from './credentials.js';
+import { CredentialLoader, type CredentialFiles } from './credentials.js';
 import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
@@ -85,7 +85,7 @@ export class ClientSet {
   private readonly policy: SyncPolicy;
   private readonly random: () => number;
   private readonly clock: Clock;
-  private readonly tlsFingerprint: TlsFingerprint;
+  private readonly credentials: CredentialLoader;
   private readonly count: ServerCount;
   private groups: readonly string[];
   private generation: string;
@@ -115,7 +115,7 @@ export class ClientSet {
       random: this.random,
     });
     this.groups = opts.groups ?? [];
-    this.tlsFingerprint = new TlsFingerprint(opts.credentials);
+    this.credentials = new CredentialLoader(opts.credentials, opts.log);
     this.count = new ServerCount(opts.serverCount);
     this.generation = this.currentGeneration();
     opts.metrics.knownServerCount.set(this.count.value);
@@ -178,11 +178,7 @@ export class ClientSet {
   }
 
   private currentGeneration(): string {
-    try {
-      return this.tlsFingerprint.current();
-    } catch {
-      return 'unreadable';
-    }
+    return this.credentials.generation;
   }
 
   private async syncLoop(): Promise<void> {
@@ -239,7 +235,7 @@ export class ClientSet {
     try {
       conn = await (this.opts.open ?? ServerConnection.open)({
         target,
-        credentials: loadCredentials(this.opts.credentials, target, hostOf(target)),
+        credentials: this.credentials.load(target, hostOf(target)),
         agentID: this.opts.agentID,
         identifiers: this.opts.identifiers,
         keepaliveMs: this.opts.keepaliveMs,

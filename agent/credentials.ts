@@ -4,6 +4,7 @@
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import type { Logger } from '../observability/log.js';
 import { parseCertificateBundle } from '../tls/pem.js';
 import { ServerTls } from './server-tls.js';
 
@@ -60,48 +61,133 @@ export interface ServerCredentials {
   authorization?: () => string;
 }
 
-/** Reads the files for one attempt to `server` (host:port; `host` is the name its certificate must carry). */
-export function loadCredentials(files: CredentialFiles, server: string, host: string): ServerCredentials {
-  const ca = read(files.caCert);
-  const cert = read(files.agentCert);
-  const key = read(files.agentKey);
-  const secureContext = createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined });
-  const tls = new ServerTls({
-    secureContext,
-    server,
-    host,
-    alpn: files.alpnProto ?? [],
-    caCert: files.caCert,
-    caPem: ca,
-    agentCert: files.agentCert,
-    agentPem: cert,
-  });
-  const tokenPath = files.serviceAccountTokenPath;
-  return tokenPath ? { tls, authorization: () => `Bearer ${readBearerToken(tokenPath)}` } : { tls };
+/** The CA bundle, certificate and key as read from their files. */
+interface TlsMaterial {
+  ca: Buffer | null;
+  cert: Buffer | null;
+  key: Buffer | null;
 }
 
-/** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,
- * so a wrong path or a garbled file is a clear error rather than a retry loop. */
-export function tlsFilesProblem(files: CredentialFiles): string | undefined {
-  const attempt = (flag: string, path: string, check: (text: string) => void): string | undefined => {
+/**
+ * The TLS material each attempt uses: the files as they are on disk, or, while they hold something
+ * broken (a rotated CA bundle with a malformed block, a key that does not match), the last good
+ * material, said once in the log with the file at fault, and again when the files are good again.
+ * `generation` changes only when the material in force does, so a bad file replaces no connection.
+ */
+export class CredentialLoader {
+  private readonly fingerprint: TlsFingerprint;
+  private seen = '';
+  private good?: { material: TlsMaterial; generation: string };
+  private refused?: string;
+
+  constructor(
+    private readonly files: CredentialFiles,
+    private readonly log: Logger,
+  ) {
+    this.fingerprint = new TlsFingerprint(files);
+  }
+
+  /** The material in force (throws when no good material was ever read: the attempt fails with why). */
+  private current(): { material: TlsMaterial; generation: string } {
+    let stamp: string;
+    try {
+      stamp = this.fingerprint.current();
+    } catch (err) {
+      return this.keep(`cannot read the TLS files: ${(err as Error).message}`);
+    }
+    if (stamp === this.seen && this.good) return this.good;
+    const material = { ca: read(this.files.caCert), cert: read(this.files.agentCert), key: read(this.files.agentKey) };
+    const problem = materialProblem(this.files, material);
+    if (problem) return this.keep(problem, stamp);
+    if (this.refused) this.log.info('the TLS files on disk are valid again: using them');
+    this.refused = undefined;
+    this.seen = stamp;
+    this.good = { material, generation: stamp };
+    return this.good;
+  }
+
+  private keep(problem: string, stamp?: string): { material: TlsMaterial; generation: string } {
+    if (!this.good) throw new Error(problem);
+    if (stamp !== undefined) this.seen = stamp;
+    if (this.refused !== problem)
+      this.log.warn({ problem }, 'the TLS files on disk are not valid: keeping the last good ones in force');
+    this.refused = problem;
+    return this.good;
+  }
+
+  /** Changes when the material in force changes; 'unreadable' while none was ever good. */
+  get generation(): string {
+    try {
+      return this.current().generation;
+    } catch {
+      return 'unreadable';
+    }
+  }
+
+  /** The credentials for one attempt to `server` (host:port; `host` is the name its certificate must carry). */
+  load(server: string, host: string): ServerCredentials {
+    const { ca, cert, key } = this.current().material;
+    const { files } = this;
+    const tls = new ServerTls({
+      secureContext: createSecureContext({ ca: ca ?? undefined, cert: cert ?? undefined, key: key ?? undefined }),
+      server,
+      host,
+      alpn: files.alpnProto ?? [],
+      caCert: files.caCert,
+      caPem: ca,
+      agentCert: files.agentCert,
+      agentPem: cert,
+    });
+    const tokenPath = files.serviceAccountTokenPath;
+    return tokenPath ? { tls, authorization: () => `Bearer ${readBearerToken(tokenPath)}` } : { tls };
+  }
+}
+
+/** What is wrong with the material read from `files`, naming the flag and the file; undefined when it is good. */
+function materialProblem(files: CredentialFiles, m: TlsMaterial): string | undefined {
+  const attempt = (flag: string, path: string, check: () => void): string | undefined => {
     if (!path) return undefined;
     try {
-      check(readFileSync(path, 'utf8'));
+      check();
       return undefined;
     } catch (err) {
       return `--${flag}=${path}: ${(err as Error).message}`;
     }
   };
   return (
-    attempt('ca-cert', files.caCert, (pem) => void parseCertificateBundle(pem)) ??
-    attempt('agent-cert', files.agentCert, (pem) => void new X509Certificate(pem)) ??
-    attempt(
-      'agent-key',
-      files.agentKey,
-      (key) => void createSecureContext({ cert: readFileSync(files.agentCert), key }),
-    ) ??
-    attempt('service-account-token-path', files.serviceAccountTokenPath, (token) => {
-      if (token.trim() === '') throw new Error('the token file is empty');
-    })
+    attempt('ca-cert', files.caCert, () => void parseCertificateBundle(m.ca!.toString())) ??
+    attempt('agent-cert', files.agentCert, () => void new X509Certificate(m.cert!)) ??
+    attempt('agent-key', files.agentKey, () => void createSecureContext({ cert: m.cert ?? undefined, key: m.key! }))
+  );
+}
+
+/** Checks that the files hold what their flags promise; the message names the flag. Used at start-up,
+ * so a wrong path or a garbled file is a clear error rather than a retry loop. */
+export function tlsFilesProblem(files: CredentialFiles): string | undefined {
+  const readable = (flag: string, path: string): string | undefined => {
+    try {
+      read(path);
+      return undefined;
+    } catch (err) {
+      return `--${flag}=${path}: ${(err as Error).message}`;
+    }
+  };
+  const unreadable =
+    readable('ca-cert', files.caCert) ??
+    readable('agent-cert', files.agentCert) ??
+    readable('agent-key', files.agentKey);
+  if (unreadable) return unreadable;
+  const token = files.serviceAccountTokenPath;
+  let tokenProblem: string | undefined;
+  if (token) {
+    try {
+      if (readFileSync(token, 'utf8').trim() === '') tokenProblem = 'the token file is empty';
+    } catch (err) {
+      tokenProblem = (err as Error).message;
+    }
+  }
+  return (
+    materialProblem(files, { ca: read(files.caCert), cert: read(files.agentCert), key: read(files.agentKey) }) ??
+    (tokenProblem && `--service-account-token-path=${token}: ${tokenProblem}`)
   );
 }
