@@ -152,19 +152,19 @@ export function spawnNode(name: string, script: string, args: string[], wrap: Wr
  * is not inflated by tsx's loader thread (~40 MiB). Falls back to the sources through tsx when the
  * build fails.
  */
-let agentEntry: string | undefined;
-function buildAgent(): string {
-  if (agentEntry) return agentEntry;
+let builtEntry: string | undefined;
+export function agentEntry(): string {
+  if (builtEntry) return builtEntry;
   try {
     buildDist();
-    agentEntry = 'dist/cmd/main.js';
+    builtEntry = 'dist/cmd/main.js';
   } catch (err) {
     console.warn(
       `bench: build failed, running the agent from source through tsx: ${(err as { stdout?: Buffer }).stdout?.toString().slice(0, 500) ?? err}`,
     );
-    agentEntry = 'cmd/main.ts';
+    builtEntry = 'cmd/main.ts';
   }
-  return agentEntry;
+  return builtEntry;
 }
 
 async function httpOk(port: number, path: string): Promise<string | undefined> {
@@ -285,7 +285,7 @@ export async function startOurAgent(
   // prettier-ignore
   const proc = spawnNode(
     'agent',
-    buildAgent(),
+    agentEntry(),
     [
       `--proxy-server-host=127.0.0.1:${hub.agentPort}`,
       `--ca-cert=${pki.caCert}`,

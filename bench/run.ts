@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { runChurn } from './churn.js';
 import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
 import { runDns } from './dns.js';
+import { runFleet } from './fleet.js';
 import { runIdle } from './idle.js';
 import { runLatency } from './latency.js';
 import { writeReadmeSection } from './readme-section.js';
@@ -15,10 +16,10 @@ import { runSlowConsumer } from './slow-consumer.js';
 import { Subjects } from './subjects.js';
 import { runThroughput } from './throughput.js';
 
-const sections = ['idle', 'throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn'] as const;
+const sections = ['idle', 'throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn', 'fleet'] as const;
 type Section = (typeof sections)[number];
 /** Minutes long: only when named. */
-const optIn: readonly Section[] = ['churn'];
+const optIn: readonly Section[] = ['churn', 'fleet'];
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -32,7 +33,7 @@ if (unknown.length) {
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
 const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
-const budgetMs = (quick ? 5 : 18) * 60_000;
+const budgetMs = ((quick ? 5 : 18) + (chosen.has('fleet') ? 20 : 0)) * 60_000;
 const watchdog = setTimeout(() => {
   console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);
   void cleanup().finally(() => process.exit(1));
@@ -76,6 +77,7 @@ try {
   await run('scale', () => runScale(report, pki, quick));
   await run('reconnect', () => runReconnect(report, pki, quick));
   await run('churn', () => runChurn(report, pki, targets, quick));
+  await run('fleet', () => runFleet(report, pki, quick));
 } finally {
   await cleanup();
   clearTimeout(watchdog);

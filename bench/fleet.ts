@@ -1,0 +1,498 @@
+// A fleet of agents and a hub restart: 100 agent processes (ours, the built bundle; then the Go v0.36
+// agent) behind one haproxy in front of three Go v0.36 proxy-servers with --server-count=3, as
+// cluster-proxy deploys them. One server is stopped for 20 s and started again; then all three are
+// restarted one after another (a hub upgrade) while a hub client dials every agent through them.
+// Read: connection attempts per second at the balancer (haproxy's stats socket), CPU of the surviving
+// servers and haproxy during the outage (/proc), how long until 50/99/100 % of the agents hold the
+// restarted server (its own ready_backends), failed hub dials through the upgrade, and whether every
+// agent ends holding all three. Loopback only: agent N answers for 127.1.x.y (its ipv4= identifier),
+// where an echo target of its own listens.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dialThroughProxy } from '../client/dial.js';
+import { anpV036BinDir, goServerFlags, goServerPorts, type GoServerPorts } from '../test/support/go-proxy-server.js';
+import { sampleValue } from '../test/support/promql.js';
+import { startEchoServer, unusedPort, type Target } from '../test/support/targets.js';
+import { agentEntry, Proc, spawnNode, type TestPki } from './env.js';
+import type { Report } from './report.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const serverCount = 3;
+const outageMs = 20_000;
+
+/** Agent n's address: its ipv4= identifier and where its echo target listens. */
+const agentAddress = (n: number) => `127.1.${n >> 8}.${(n & 255) + 1}`;
+
+async function httpText(url: string): Promise<string | undefined> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? await res.text() : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function until(condition: () => Promise<boolean> | boolean, timeoutMs: number, what: string, everyMs = 100) {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await condition())) {
+    if (performance.now() > deadline) throw new Error(`fleet: timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+/** One Go v0.36 proxy-server of the three, restartable on its ports. */
+class Server {
+  proc?: Proc;
+  constructor(
+    private readonly bin: string,
+    private readonly pki: TestPki,
+    readonly id: string,
+    readonly ports: GoServerPorts,
+  ) {}
+
+  async start(): Promise<void> {
+    const args = [
+      ...goServerFlags(this.pki, 'grpc', 'destHost', this.ports),
+      `--server-count=${serverCount}`,
+      `--server-id=${this.id}`,
+    ];
+    this.proc = new Proc(this.id, spawn(join(this.bin, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+    await until(
+      async () => {
+        if (!this.proc!.alive) throw new Error(`${this.id} exited\n${this.proc!.log}`);
+        return (await httpText(`http://127.0.0.1:${this.ports.health}/healthz`)) !== undefined;
+      },
+      20_000,
+      `${this.id} healthy`,
+      20,
+    );
+  }
+
+  /** Agents it holds (ready_backends of its only strategy, destHost); undefined while it is down. */
+  async agents(): Promise<number | undefined> {
+    const text = await httpText(`http://127.0.0.1:${this.ports.health}/metrics`);
+    return text === undefined
+      ? undefined
+      : (sampleValue(text, 'konnectivity_network_proxy_server_ready_backends') ?? 0);
+  }
+
+  stop(): Promise<void> {
+    return this.proc?.stop(10_000) ?? Promise.resolve();
+  }
+}
+
+/** haproxy in TCP mode over the three agent ports (BENCH_FLEET_BALANCE: roundrobin, or random); counts from its stats socket. */
+const balance = process.env.BENCH_FLEET_BALANCE === 'random' ? 'random' : 'roundrobin';
+
+class Balancer {
+  proc?: Proc;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'spoke-fleet-'));
+  port = 0;
+
+  async start(servers: Server[]): Promise<void> {
+    this.port = await unusedPort();
+    const config = [
+      'global',
+      `  stats socket ${join(this.dir, 'stats.sock')} mode 600 level admin`,
+      '  maxconn 5000',
+      'defaults',
+      '  mode tcp',
+      '  timeout connect 2s',
+      '  timeout client 1h',
+      '  timeout server 1h',
+      'frontend agents',
+      `  bind 127.0.0.1:${this.port}`,
+      '  default_backend servers',
+      'backend servers',
+      `  balance ${balance}`,
+      // No health check: a connection to the server that is down fails (haproxy closes it), as behind a
+      // balancer that does not know the proxy-servers' state.
+      ...servers.map((s) => `  server ${s.id} 127.0.0.1:${s.ports.agent}`),
+      '',
+    ].join('\n');
+    writeFileSync(join(this.dir, 'haproxy.cfg'), config);
+    this.proc = new Proc(
+      'haproxy',
+      spawn('haproxy', ['-db', '-f', join(this.dir, 'haproxy.cfg')], { stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+    await until(async () => (await this.sessions()) !== undefined, 10_000, 'haproxy', 50);
+  }
+
+  /** `show stat` as rows keyed by proxy/server name. */
+  private async stat(): Promise<Map<string, Record<string, string>> | undefined> {
+    const text = await new Promise<string | undefined>((resolve) => {
+      let out = '';
+      const s = net.connect(join(this.dir, 'stats.sock'));
+      s.on('connect', () => s.write('show stat\n'));
+      s.on('data', (c: Buffer) => (out += c.toString()));
+      s.on('end', () => resolve(out));
+      s.on('error', () => resolve(undefined));
+    });
+    if (!text?.startsWith('# ')) return undefined;
+    const [head, ...lines] = text.slice(2).trim().split('\n');
+    const names = head!.split(',');
+    const rows = new Map<string, Record<string, string>>();
+    for (const line of lines) {
+      const cells = line.split(',');
+      const row = Object.fromEntries(names.map((n, i) => [n, cells[i] ?? '']));
+      rows.set(`${row.pxname}/${row.svname}`, row);
+    }
+    return rows;
+  }
+
+  /** Connections the frontend accepted so far: every agent's connection attempt. */
+  async sessions(): Promise<number | undefined> {
+    const rows = await this.stat();
+    const total = rows?.get('agents/FRONTEND')?.stot;
+    return total === undefined ? undefined : Number(total);
+  }
+
+  async stop(): Promise<void> {
+    await this.proc?.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Samples a cumulative count every 100 ms; the peak over any 1 s window. */
+class RateSampler {
+  private readonly samples: Array<{ t: number; n: number }> = [];
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly read: () => Promise<number | undefined>) {}
+
+  start(): void {
+    const tick = async () => {
+      const n = await this.read();
+      if (n !== undefined) this.samples.push({ t: performance.now(), n });
+      this.timer = setTimeout(tick, 100);
+    };
+    void tick();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+
+  /** Most counted in any 1 s between `from` and `to` (performance.now()). */
+  peakPerSecond(from: number, to: number): number {
+    const s = this.samples.filter((x) => x.t >= from - 100 && x.t <= to + 100);
+    let peak = 0;
+    let j = 0;
+    for (let i = 0; i < s.length; i++) {
+      while (s[j]!.t < s[i]!.t - 1000) j++;
+      // A window that spans a little more than 1 s is scaled down to 1 s.
+      const span = Math.max(1000, s[i]!.t - s[j]!.t);
+      peak = Math.max(peak, ((s[i]!.n - s[j]!.n) * 1000) / span);
+    }
+    return peak;
+  }
+
+  countBetween(from: number, to: number): number {
+    const at = (t: number) => this.samples.reduce((n, x) => (x.t <= t ? x.n : n), this.samples[0]?.n ?? 0);
+    return at(to) - at(from);
+  }
+}
+
+/** The hub's side of an upgrade: dials every agent in turn through the servers that are up, one byte each way. */
+class HubClient {
+  ok = 0;
+  failed = 0;
+  private running = false;
+  private done?: Promise<void>;
+  readonly failures = new Map<string, number>();
+
+  constructor(
+    private readonly pki: TestPki,
+    private readonly servers: Server[],
+    private readonly targets: Target[],
+    private readonly up: (s: Server) => boolean,
+  ) {}
+
+  start(inFlight = 2): void {
+    this.running = true;
+    let next = 0;
+    const creds = {
+      ca: readFileSync(this.pki.caCert),
+      cert: readFileSync(this.pki.clientCert),
+      key: readFileSync(this.pki.clientKey),
+    };
+    const worker = async () => {
+      while (this.running) {
+        const i = next++;
+        const candidates = this.servers.filter(this.up);
+        const server = candidates[i % candidates.length];
+        if (!server) {
+          await sleep(20);
+          continue;
+        }
+        const target = this.targets[i % this.targets.length]!;
+        try {
+          const conn = await dialThroughProxy({
+            mode: 'grpc',
+            proxyHost: '127.0.0.1',
+            proxyPort: server.ports.server,
+            address: `${target.host}:${target.port}`,
+            timeoutMs: 5000,
+            ...creds,
+          });
+          let timer: NodeJS.Timeout | undefined;
+          await new Promise<void>((resolve, reject) => {
+            timer = setTimeout(() => reject(new Error('no echo within 5 s')), 5000);
+            conn.once('data', () => resolve());
+            conn.once('error', reject);
+            conn.once('close', () => reject(new Error('closed before the echo')));
+            conn.write('x');
+          }).finally(() => {
+            clearTimeout(timer);
+            conn.destroy();
+          });
+          this.ok++;
+        } catch (err) {
+          this.failed++;
+          const key = (err as Error).message.slice(0, 80);
+          this.failures.set(key, (this.failures.get(key) ?? 0) + 1);
+        }
+        await sleep(10);
+      }
+    };
+    this.done = Promise.all(Array.from({ length: inFlight }, worker)).then(() => {});
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.done;
+  }
+}
+
+interface FleetFigures {
+  /** Attempts at the balancer: the peak of any 1 s, and the total, from the kill until all are back. */
+  peakPerSecond: number;
+  attempts: number;
+  /** CPU seconds of the two surviving servers and haproxy during the outage. */
+  survivorsCpu: number;
+  haproxyCpu: number;
+  /** From the restarted server's /healthz to 50/99/100 % of the agents held by it, ms. */
+  back: { p50: number; p99: number; all: number };
+  /** Through the upgrade. */
+  upgrade: { peakPerSecond: number; dials: number; failed: number; allHeldMs: number; failures: string };
+}
+
+type StartAgent = (n: number, balancerPort: number) => Promise<Proc>;
+
+function ourAgent(pki: TestPki, flags: string[]): StartAgent {
+  return async (n, balancerPort) => {
+    const health = await unusedPort();
+    const proc = spawnNode(`agent-${n}`, agentEntry(), [
+      `--proxy-server-host=127.0.0.1:${balancerPort}`,
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      `--agent-id=fleet-${n}`,
+      `--agent-identifiers=ipv4=${agentAddress(n)}`,
+      '--health-server-host=127.0.0.1',
+      `--health-server-port=${health}`,
+      '--log-level=warn',
+      ...flags,
+    ]);
+    await until(() => httpText(`http://127.0.0.1:${health}/readyz`).then(Boolean), 60_000, `agent ${n} ready`);
+    return proc;
+  };
+}
+
+function goAgent(pki: TestPki, bin: string): StartAgent {
+  return async (n, balancerPort) => {
+    const [health, admin] = [await unusedPort(), await unusedPort()];
+    const args = [
+      '--proxy-server-host=127.0.0.1',
+      `--proxy-server-port=${balancerPort}`,
+      `--ca-cert=${pki.caCert}`,
+      `--agent-cert=${pki.clientCert}`,
+      `--agent-key=${pki.clientKey}`,
+      `--agent-id=fleet-${n}`,
+      `--agent-identifiers=ipv4=${agentAddress(n)}`,
+      '--health-server-host=127.0.0.1',
+      `--health-server-port=${health}`,
+      '--admin-bind-address=127.0.0.1',
+      `--admin-server-port=${admin}`,
+      '-v=0',
+    ];
+    const proc = new Proc(
+      `go-agent-${n}`,
+      spawn(join(bin, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+    await until(() => httpText(`http://127.0.0.1:${health}/readyz`).then(Boolean), 60_000, `Go agent ${n} ready`);
+    return proc;
+  };
+}
+
+async function measureFleet(
+  name: string,
+  pki: TestPki,
+  bin: string,
+  size: number,
+  startAgent: StartAgent,
+): Promise<FleetFigures> {
+  const say = (what: string) => console.log(`   fleet ${name}: ${what}`);
+  const servers: Server[] = [];
+  for (let i = 0; i < serverCount; i++) servers.push(new Server(bin, pki, `server-${i}`, await goServerPorts()));
+  const balancer = new Balancer();
+  const agents: Proc[] = [];
+  const targets: Target[] = [];
+  const down = new Set<Server>();
+  const sampler = new RateSampler(() => balancer.sessions());
+  const client = new HubClient(pki, servers, targets, (s) => !down.has(s));
+  const allHeld = async () => (await Promise.all(servers.map((s) => s.agents()))).every((n) => n === size);
+  try {
+    await Promise.all(servers.map((s) => s.start()));
+    await balancer.start(servers);
+    for (let n = 0; n < size; n++) targets.push(await startEchoServer(agentAddress(n)));
+    for (let n = 0; n < size; n += 10)
+      agents.push(
+        ...(await Promise.all(
+          Array.from({ length: Math.min(10, size - n) }, (_, k) => startAgent(n + k, balancer.port)),
+        )),
+      );
+    say(`${size} agents started`);
+    await until(allHeld, 120_000, `all ${size} agents to hold all ${serverCount} servers`, 250);
+    say('every agent holds all three servers');
+    sampler.start();
+    await sleep(3000);
+
+    // One server stops (SIGTERM: a pod's restart) for 20 s and comes back on the same ports.
+    const [victim, ...survivors] = [servers[1]!, servers[0]!, servers[2]!];
+    const cpu = () => ({
+      servers: survivors.reduce((t, s) => t + s.proc!.cpuSeconds(), 0),
+      haproxy: balancer.proc!.cpuSeconds(),
+    });
+    const killed = performance.now();
+    const before = cpu();
+    down.add(victim);
+    await victim.stop();
+    await sleep(outageMs);
+    const after = cpu();
+    say(`${victim.id} starts again after ${outageMs / 1000} s`);
+    await victim.start();
+    down.delete(victim);
+    const healthy = performance.now();
+    const marks: { p50?: number; p99?: number; all?: number } = {};
+    await until(
+      async () => {
+        const held = (await victim.agents()) ?? 0;
+        const t = performance.now() - healthy;
+        if (held >= size * 0.5) marks.p50 ??= t;
+        if (held >= Math.ceil(size * 0.99)) marks.p99 ??= t;
+        if (held >= size) marks.all ??= t;
+        return marks.all !== undefined;
+      },
+      120_000,
+      'every agent to hold the restarted server',
+      50,
+    );
+    const back = performance.now();
+    say(`all back in ${Math.round(marks.all!)} ms; the upgrade starts`);
+    await sleep(2000);
+
+    // A hub upgrade: each server in turn stops and starts again, the next once it is ready and holds
+    // an agent (as a Deployment's rolling update waits for readiness), while the hub dials through.
+    const upgradeStart = performance.now();
+    client.start();
+    for (const server of servers) {
+      down.add(server);
+      await server.stop();
+      await server.start();
+      await until(
+        async () => ((await server.agents()) ?? 0) > 0 && down.delete(server),
+        120_000,
+        `${server.id} ready`,
+        50,
+      );
+    }
+    const lastStarted = performance.now();
+    say('all three restarted');
+    await until(allHeld, 180_000, 'every agent to hold all three servers after the upgrade', 100);
+    const allHeldMs = performance.now() - lastStarted;
+    await sleep(1000);
+    await client.stop();
+    const upgradeEnd = performance.now();
+    sampler.stop();
+    return {
+      peakPerSecond: sampler.peakPerSecond(killed, back),
+      attempts: sampler.countBetween(killed, back),
+      survivorsCpu: after.servers - before.servers,
+      haproxyCpu: after.haproxy - before.haproxy,
+      back: { p50: marks.p50!, p99: marks.p99!, all: marks.all! },
+      upgrade: {
+        peakPerSecond: sampler.peakPerSecond(upgradeStart, upgradeEnd),
+        dials: client.ok + client.failed,
+        failed: client.failed,
+        allHeldMs,
+        failures: [...client.failures].map(([m, n]) => `${n}x ${m}`).join('; '),
+      },
+    };
+  } finally {
+    sampler.stop();
+    await client.stop();
+    for (let i = 0; i < agents.length; i += 20) await Promise.all(agents.slice(i, i + 20).map((a) => a.stop(5000)));
+    await Promise.all(servers.map((s) => s.stop()));
+    await balancer.stop();
+    await Promise.all(targets.map((t) => t.close()));
+  }
+}
+
+export async function runFleet(report: Report, pki: TestPki, quick: boolean): Promise<void> {
+  const section = 'Fleet';
+  const bin = anpV036BinDir(['proxy-server', 'proxy-agent']);
+  if (!bin) return report.note('fleet: needs the Go v0.36 proxy-server and proxy-agent; skipped');
+  const size = Number(process.env.BENCH_FLEET_AGENTS ?? (quick ? 30 : 100));
+  const go = await measureFleet('Go', pki, bin, size, goAgent(pki, bin));
+  const ours = await measureFleet('ours', pki, bin, size, ourAgent(pki, []));
+  const subject = `ours vs Go v0.36 agent, ${size} agents each`;
+  const baseline = (value: number) => ({ subject: 'Go fleet', value });
+  const row = (metric: string, value: number, unit: string, goValue: number, target?: { text: string; met: boolean }) =>
+    report.add({ section, metric, subject, value, unit, baseline: baseline(goValue), target });
+  row(
+    'one server of three down 20 s: peak connection attempts in one second at the balancer',
+    ours.peakPerSecond,
+    'attempts/s',
+    go.peakPerSecond,
+    { text: '<= 1/2 of the Go fleet', met: ours.peakPerSecond <= go.peakPerSecond / 2 },
+  );
+  row('the same: attempts from the stop until all are back', ours.attempts, 'attempts', go.attempts);
+  const cpuOurs = ours.survivorsCpu + ours.haproxyCpu;
+  const cpuGo = go.survivorsCpu + go.haproxyCpu;
+  row('CPU of the two surviving servers and haproxy during the 20 s outage', cpuOurs, 's', cpuGo, {
+    text: '<= 1/2 of the Go fleet',
+    met: cpuOurs <= cpuGo / 2,
+  });
+  row('of which haproxy', ours.haproxyCpu, 's', go.haproxyCpu);
+  row('restarted server healthy -> 50 % of the agents hold it', ours.back.p50, 'ms', go.back.p50);
+  row('restarted server healthy -> 99 % hold it', ours.back.p99, 'ms', go.back.p99);
+  row('restarted server healthy -> all hold it', ours.back.all, 'ms', go.back.all, {
+    text: "no later than the Go fleet's 99 %",
+    met: ours.back.all <= go.back.p99,
+  });
+  row(
+    'hub upgrade (3 servers restarted in turn): peak attempts in one second',
+    ours.upgrade.peakPerSecond,
+    'attempts/s',
+    go.upgrade.peakPerSecond,
+  );
+  row(
+    `hub upgrade: failed hub dials (of ${ours.upgrade.dials} ours, ${go.upgrade.dials} Go)`,
+    ours.upgrade.failed,
+    'dials',
+    go.upgrade.failed,
+    { text: 'no more than the Go fleet', met: ours.upgrade.failed <= go.upgrade.failed },
+  );
+  row(
+    'hub upgrade: last server started -> every agent holds all three',
+    ours.upgrade.allHeldMs,
+    'ms',
+    go.upgrade.allHeldMs,
+  );
+  if (ours.upgrade.failures) report.note(`fleet, ours: failed dials: ${ours.upgrade.failures}`);
+  if (go.upgrade.failures) report.note(`fleet, Go: failed dials: ${go.upgrade.failures}`);
+}
