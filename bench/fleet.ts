@@ -17,7 +17,7 @@ import { anpV036BinDir, goServerFlags, goServerPorts, type GoServerPorts } from 
 import { sampleValue } from '../test/support/promql.js';
 import { startEchoServer, unusedPort, type Target } from '../test/support/targets.js';
 import { agentEntry, Proc, spawnNode, type TestPki } from './env.js';
-import type { Report } from './report.js';
+import { percentile, type Report } from './report.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const serverCount = 3;
@@ -51,12 +51,13 @@ class Server {
     private readonly pki: TestPki,
     readonly id: string,
     readonly ports: GoServerPorts,
+    private readonly count = serverCount,
   ) {}
 
   async start(): Promise<void> {
     const args = [
       ...goServerFlags(this.pki, 'grpc', 'destHost', this.ports),
-      `--server-count=${serverCount}`,
+      `--server-count=${this.count}`,
       `--server-id=${this.id}`,
     ];
     this.proc = new Proc(this.id, spawn(join(this.bin, 'proxy-server'), args, { stdio: ['ignore', 'pipe', 'pipe'] }));
@@ -442,11 +443,63 @@ async function measureFleet(
   }
 }
 
+/**
+ * One agent behind a balancer of five: one server restarts (SIGTERM, started again on its ports), and
+ * the time from its /healthz until it holds the agent again, `cycles` times.
+ */
+async function measureSingle(pki: TestPki, bin: string, startAgent: StartAgent, cycles: number): Promise<number[]> {
+  const servers: Server[] = [];
+  for (let i = 0; i < 5; i++) servers.push(new Server(bin, pki, `five-${i}`, await goServerPorts(), 5));
+  const balancer = new Balancer();
+  let agent: Proc | undefined;
+  const times: number[] = [];
+  try {
+    await Promise.all(servers.map((s) => s.start()));
+    await balancer.start(servers);
+    agent = await startAgent(0, balancer.port);
+    const allHeld = async () => (await Promise.all(servers.map((s) => s.agents()))).every((n) => n === 1);
+    await until(allHeld, 60_000, 'the agent to hold all five servers', 50);
+    for (let i = 0; i < cycles; i++) {
+      const victim = servers[i % servers.length]!;
+      await victim.stop();
+      await victim.start();
+      const healthy = performance.now();
+      await until(async () => (await victim.agents()) === 1, 120_000, `${victim.id} to hold the agent again`, 20);
+      times.push(performance.now() - healthy);
+      await until(allHeld, 60_000, 'the agent to hold all five servers', 50);
+    }
+  } finally {
+    await agent?.stop(5000);
+    await Promise.all(servers.map((s) => s.stop()));
+    await balancer.stop();
+  }
+  return times;
+}
+
 export async function runFleet(report: Report, pki: TestPki, quick: boolean): Promise<void> {
   const section = 'Fleet';
   const bin = anpV036BinDir(['proxy-server', 'proxy-agent']);
   if (!bin) return report.note('fleet: needs the Go v0.36 proxy-server and proxy-agent; skipped');
   const size = Number(process.env.BENCH_FLEET_AGENTS ?? (quick ? 30 : 100));
+  const cycles = quick ? 3 : 8;
+  const goSingle = await measureSingle(pki, bin, goAgent(pki, bin), cycles);
+  const oursSingle = await measureSingle(pki, bin, ourAgent(pki, []), cycles);
+  const median = (xs: number[]) => percentile(xs, 50);
+  report.add({
+    section,
+    metric: `one agent behind a balancer of five: restarted server healthy -> it holds the agent, median of ${cycles}`,
+    subject: 'ours vs Go v0.36 agent',
+    value: median(oursSingle),
+    unit: 'ms',
+    baseline: { subject: 'Go agent', value: median(goSingle) },
+    target: {
+      text: "within 1 s and within 1/3 of the Go agent's",
+      met: median(oursSingle) <= 1000 && median(oursSingle) <= median(goSingle) / 3,
+    },
+    note: `ours ${oursSingle.map(Math.round).join(', ')}; Go ${goSingle.map(Math.round).join(', ')}`,
+  });
+  // BENCH_FLEET_AGENTS=0: the single agent's figure alone.
+  if (size === 0) return;
   const go = await measureFleet('Go', pki, bin, size, goAgent(pki, bin));
   const ours = await measureFleet('ours', pki, bin, size, ourAgent(pki, []));
   const subject = `ours vs Go v0.36 agent, ${size} agents each`;
