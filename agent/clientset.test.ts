@@ -167,7 +167,7 @@ describe('ClientSet sync loop (ManualClock)', () => {
     expect(await attempts()).toEqual({ failed: 7, connected: 1 });
   });
 
-  it('after losing a replica that worked, the first attempt waits a random share of 3 x --sync-interval, then finds it', async () => {
+  it('after losing a replica while holding others, the first attempt waits a random share of 3 x --sync-interval, then finds it', async () => {
     for (const [r, expected] of [
       [0.1, 300],
       [0.9, 2700],
@@ -189,6 +189,22 @@ describe('ClientSet sync loop (ManualClock)', () => {
       await clock.advance(10_000);
       expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
     }
+  });
+
+  it('after losing the only replica (cut off from the hub), the first attempt within 1/2 --sync-interval, then the Go backoff', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a'], clock);
+    const { set } = clientSet(replicas, clock, () => 0.9);
+    await clock.advance(100);
+    expect(held(set)).toEqual(new Set(['a']));
+    const lostAt = clock.now();
+    replicas.stop('a');
+    await clock.advance(5000);
+    // 0.9 x 500 ms, then 1 s x (1 + 0.1 x 0.9) and 1.5 s x 1.09 after the refusals.
+    expect(replicas.attempts.slice(1).map((a) => a.at - lostAt)).toEqual([450, 1540, 3175]);
+    replicas.up.set('a', true);
+    await clock.advance(10_000);
+    expect(held(set)).toEqual(new Set(['a']));
   });
 
   it('a duplicate of a held replica is told by its resumed TLS session: the ticket of a held replica is offered', async () => {

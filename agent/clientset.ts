@@ -339,7 +339,8 @@ export class ClientSet {
   private lost(held: Held): void {
     if (held.generation !== this.generation) return;
     const now = this.clock.now();
-    const spread = now + this.policy.afterLoss();
+    const serving = [...this.held].some((h) => !h.conn.isClosed && h.generation === this.generation);
+    const spread = now + this.policy.afterLoss(serving);
     this.nextAttemptAt = this.nextAttemptAt > now ? Math.min(this.nextAttemptAt, spread) : spread;
   }
 

@@ -124,7 +124,7 @@ export class AgentMetrics {
     });
     this.serverConnectAttempts = new Counter({
       name: 'spoke_agent_server_connect_attempts_total',
-      help: 'Attempts to connect to a proxy-server, by result: connected (a replica not held yet), duplicate (a replica already held answered; known after the TLS handshake when it resumed that replica\'s session), failed (no answer, a refusal, a failed handshake). The Go agent has no such metric (its server_connection_failure_count counts stream errors).',
+      help: "Attempts to connect to a proxy-server, by result: connected (a replica not held yet), duplicate (a replica already held answered; known after the TLS handshake when it resumed that replica's session), failed (no answer, a refusal, a failed handshake). The Go agent has no such metric (its server_connection_failure_count counts stream errors).",
       labelNames: ['result'],
       registers,
     });

@@ -4,8 +4,11 @@
 // (pkg/agent/clientset.go) redials at its next tick, ~1 s later, whatever happened: a fleet's redials
 // land in the same second, then about once a second per agent while the replica is away, each on a
 // replica it holds (a duplicate) or on the one that is down. Here (bench/README.md, "Fleet"):
-// - after a stream that worked is lost, the first attempt waits a random share of 3 x --sync-interval,
-//   so a fleet's redials are spread out instead of landing in the same second;
+// - after a stream that worked is lost while the agent still holds another replica (it still serves;
+//   the one lost is redundancy), the first attempt waits a random share of 3 x --sync-interval, so a
+//   fleet's redials are spread out instead of landing in the same second; when it held the last one
+//   (the cluster is cut off from the hub), a random share of 1/2 --sync-interval: back sooner than the
+//   Go agent, spread like its ticks;
 // - after a duplicate, 0.75 to 1.75 x --sync-interval: the Go agent's pace, spread so that a fleet
 //   stays spread out (the attempt itself is cheaper: clientset.ts offers a held replica's TLS session);
 // - after a failure behind an address through which the agent holds a replica (a balancer sent it
@@ -45,10 +48,10 @@ export class SyncPolicy {
     return intervalMs * (0.75 + random());
   }
 
-  /** The wait before the first attempt after a connection that worked was lost. */
-  afterLoss(): number {
+  /** The wait before the first attempt after a connection that worked was lost; `serving`: another is still held. */
+  afterLoss(serving: boolean): number {
     this.failures.reset();
-    return 3 * this.opts.intervalMs * this.opts.random();
+    return (serving ? 3 : 0.5) * this.opts.intervalMs * this.opts.random();
   }
 
   /** New TLS material: try at once, from the start of the backoff. */
