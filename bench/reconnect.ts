@@ -116,6 +116,6 @@ export async function runReconnect(report: Report, pki: TestPki, quick: boolean)
     value: ours.knocks,
     unit: 'attempts',
     baseline: baseline(go.knocks),
-    note: "ours: 1/8, 3/8, 7/8 of --sync-interval, then the Go agent's x1.5 backoff",
+    note: "ours: a random share of 1/2 --sync-interval after losing its last server, then the Go agent's x1.5 backoff",
   });
 }
