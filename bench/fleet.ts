@@ -283,23 +283,27 @@ interface FleetFigures {
 
 type StartAgent = (n: number, balancerPort: number) => Promise<Proc>;
 
-function ourAgent(pki: TestPki, flags: string[]): StartAgent {
+/** What both agents are started with: the same PKI, agent n's ID and address, its health port. */
+const agentFlags = (pki: TestPki, n: number, health: number) => [
+  `--ca-cert=${pki.caCert}`,
+  `--agent-cert=${pki.clientCert}`,
+  `--agent-key=${pki.clientKey}`,
+  `--agent-id=fleet-${n}`,
+  `--agent-identifiers=ipv4=${agentAddress(n)}`,
+  '--health-server-host=127.0.0.1',
+  `--health-server-port=${health}`,
+];
+
+async function ready(proc: Proc, health: number, what: string): Promise<Proc> {
+  await until(() => httpText(`http://127.0.0.1:${health}/readyz`).then(Boolean), 60_000, `${what} ready`);
+  return proc;
+}
+
+function ourAgent(pki: TestPki): StartAgent {
   return async (n, balancerPort) => {
     const health = await unusedPort();
-    const proc = spawnNode(`agent-${n}`, agentEntry(), [
-      `--proxy-server-host=127.0.0.1:${balancerPort}`,
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
-      `--agent-id=fleet-${n}`,
-      `--agent-identifiers=ipv4=${agentAddress(n)}`,
-      '--health-server-host=127.0.0.1',
-      `--health-server-port=${health}`,
-      '--log-level=warn',
-      ...flags,
-    ]);
-    await until(() => httpText(`http://127.0.0.1:${health}/readyz`).then(Boolean), 60_000, `agent ${n} ready`);
-    return proc;
+    const args = [`--proxy-server-host=127.0.0.1:${balancerPort}`, ...agentFlags(pki, n, health), '--log-level=warn'];
+    return ready(spawnNode(`agent-${n}`, agentEntry(), args), health, `agent ${n}`);
   };
 }
 
@@ -309,13 +313,7 @@ function goAgent(pki: TestPki, bin: string): StartAgent {
     const args = [
       '--proxy-server-host=127.0.0.1',
       `--proxy-server-port=${balancerPort}`,
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
-      `--agent-id=fleet-${n}`,
-      `--agent-identifiers=ipv4=${agentAddress(n)}`,
-      '--health-server-host=127.0.0.1',
-      `--health-server-port=${health}`,
+      ...agentFlags(pki, n, health),
       '--admin-bind-address=127.0.0.1',
       `--admin-server-port=${admin}`,
       '-v=0',
@@ -324,8 +322,7 @@ function goAgent(pki: TestPki, bin: string): StartAgent {
       `go-agent-${n}`,
       spawn(join(bin, 'proxy-agent'), args, { stdio: ['ignore', 'pipe', 'pipe'] }),
     );
-    await until(() => httpText(`http://127.0.0.1:${health}/readyz`).then(Boolean), 60_000, `Go agent ${n} ready`);
-    return proc;
+    return ready(proc, health, `Go agent ${n}`);
   };
 }
 
@@ -483,7 +480,7 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   const size = Number(process.env.BENCH_FLEET_AGENTS ?? (quick ? 30 : 100));
   const cycles = quick ? 3 : 8;
   const goSingle = await measureSingle(pki, bin, goAgent(pki, bin), cycles);
-  const oursSingle = await measureSingle(pki, bin, ourAgent(pki, []), cycles);
+  const oursSingle = await measureSingle(pki, bin, ourAgent(pki), cycles);
   const median = (xs: number[]) => percentile(xs, 50);
   report.add({
     section,
@@ -501,7 +498,7 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   // BENCH_FLEET_AGENTS=0: the single agent's figure alone.
   if (size === 0) return;
   const go = await measureFleet('Go', pki, bin, size, goAgent(pki, bin));
-  const ours = await measureFleet('ours', pki, bin, size, ourAgent(pki, []));
+  const ours = await measureFleet('ours', pki, bin, size, ourAgent(pki));
   const subject = `ours vs Go v0.36 agent, ${size} agents each`;
   const baseline = (value: number) => ({ subject: 'Go fleet', value });
   const row = (metric: string, value: number, unit: string, goValue: number, target?: { text: string; met: boolean }) =>
