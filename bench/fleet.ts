@@ -193,6 +193,13 @@ class RateSampler {
     return peak;
   }
 
+  /** Counted in each whole second from `from` until `to`. */
+  perSecond(from: number, to: number): number[] {
+    const out: number[] = [];
+    for (let t = from; t + 1000 <= to; t += 1000) out.push(this.countBetween(t, t + 1000));
+    return out;
+  }
+
   countBetween(from: number, to: number): number {
     const at = (t: number) => this.samples.reduce((n, x) => (x.t <= t ? x.n : n), this.samples[0]?.n ?? 0);
     return at(to) - at(from);
@@ -274,6 +281,8 @@ interface FleetFigures {
   /** Attempts at the balancer: the peak of any 1 s, and the total, from the kill until all are back. */
   peakPerSecond: number;
   attempts: number;
+  /** Attempts in each second from the stop until all are back. */
+  timeline: number[];
   /** CPU seconds of the two surviving servers and haproxy during the outage. */
   survivorsCpu: number;
   haproxyCpu: number;
@@ -439,6 +448,7 @@ async function measureFleet(
     return {
       peakPerSecond: sampler.peakPerSecond(killed, back),
       attempts: sampler.countBetween(killed, back),
+      timeline: sampler.perSecond(killed, back),
       survivorsCpu: after.servers - before.servers,
       haproxyCpu: after.haproxy - before.haproxy,
       back: { p50: marks.p50!, p99: marks.p99!, all: marks.all! },
@@ -572,6 +582,8 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
     missing(go),
     { text: 'every agent ends holding all three', met: missing(ours) === 0 },
   );
+  report.note(`fleet, attempts in each second from the stop until all were back, ours: ${ours.timeline.join(' ')}`);
+  report.note(`fleet, the same, Go: ${go.timeline.join(' ')}`);
   if (ours.upgrade.failures) report.note(`fleet, ours: failed dials: ${ours.upgrade.failures}`);
   if (go.upgrade.failures) report.note(`fleet, Go: failed dials: ${go.upgrade.failures}`);
 }
