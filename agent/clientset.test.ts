@@ -136,15 +136,15 @@ function clientSet(
 const held = (set: ClientSet) => new Set(set.serverIDs());
 
 describe('ClientSet sync loop (ManualClock)', () => {
-  it('at start: tries at once, then a short random pause before each next missing replica', async () => {
+  it('at start: tries at once, then a random share of --sync-interval before each next missing replica', async () => {
     const clock = new ManualClock();
     const replicas = new Replicas(['a', 'b', 'c'], clock);
     const { set, attempts } = clientSet(replicas, clock, () => 0.5);
     await clock.advance(0);
     expect(held(set)).toEqual(new Set(['a']));
-    await clock.advance(20);
+    await clock.advance(1000);
     expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
-    expect(replicas.attempts.map((a) => a.at)).toEqual([0, 10, 20]);
+    expect(replicas.attempts.map((a) => a.at)).toEqual([0, 500, 1000]);
     // Holding every replica, the loop waits for an event: time passes without an attempt.
     await clock.advance(60_000);
     expect(replicas.attempts.length).toBe(3);
@@ -175,7 +175,7 @@ describe('ClientSet sync loop (ManualClock)', () => {
       const clock = new ManualClock();
       const replicas = new Replicas(['a', 'b', 'c'], clock);
       const { set } = clientSet(replicas, clock, () => r);
-      await clock.advance(100);
+      await clock.advance(3000);
       expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
       const before = replicas.attempts.length;
       const lostAt = clock.now();
@@ -211,11 +211,12 @@ describe('ClientSet sync loop (ManualClock)', () => {
     const clock = new ManualClock();
     const replicas = new Replicas(['a', 'b', 'c'], clock);
     const { set, attempts } = clientSet(replicas, clock, () => 0.5);
-    await clock.advance(100);
+    await clock.advance(2000);
+    expect(held(set)).toEqual(new Set(['a', 'b', 'c']));
     replicas.stop('c');
     await clock.advance(20_000);
     expect(held(set)).toEqual(new Set(['a', 'b']));
-    const during = replicas.attempts.filter((a) => a.at > 100);
+    const during = replicas.attempts.filter((a) => a.at > 2000);
     // Every attempt after the start offers a held replica's ticket; those that reach it end at the handshake.
     expect(during.every((a) => a.outcome === 'failed' || a.resume !== undefined)).toBe(true);
     expect(during.filter((a) => a.outcome === 'resumed').length).toBeGreaterThan(0);

@@ -15,7 +15,10 @@
 //   to the one that is down), the same: the hub is there, a replica is away;
 // - after any other failure, the Go agent's backoff: --sync-interval growing x1.5 up to
 //   --sync-interval-cap, with its 10 % jitter;
-// - after a success, a short random pause before looking for the next missing replica.
+// - after a success, a random share of --sync-interval before looking for the next missing replica:
+//   when a restarted server comes back, the attempts a balancer held for it all succeed together, and
+//   agents that still miss another replica would otherwise look for it in the same instant (the Go
+//   agent waits ~1 s).
 // Pure: the randomness is passed in; the loop owns the clock.
 import { Backoff } from '../clock/backoff.js';
 
@@ -41,7 +44,7 @@ export class SyncPolicy {
     const { intervalMs, random } = this.opts;
     if (outcome === 'connected') {
       this.failures.reset();
-      return 20 * random();
+      return intervalMs * random();
     }
     if (outcome === 'failed' && !holding) return this.failures.next();
     this.failures.reset();
