@@ -366,8 +366,13 @@ function interopSuite(release: AnpRelease): void {
       await waitUntil(() => !agent!.agent.clients.serverIDs().includes('go-grpc'), 10_000, 'the agent to notice');
       const from = grpcServer.log.length;
       await grpcServer.start(pki);
-      await agent!.ready(2, 15_000);
-      expect(grpcServer.lines(/"Agent connected"/, from).some((l) => l.includes(agentID))).toBe(true);
+      await agent!.ready(2, 30_000);
+      // The server's log line may reach us a moment after the agent counts the connection.
+      await waitUntil(
+        () => grpcServer.lines(/"Agent connected"/, from).some((l) => l.includes(agentID)),
+        30_000,
+        'the Go server to log the agent',
+      );
       const conn = await dial(grpcServer, echo.address);
       expect(await echoRoundTrip(conn, Buffer.from('again'))).toBe(sha256('again'));
       conn.destroy();
