@@ -12,7 +12,11 @@
 // - after a duplicate, 0.75 to 1.75 x --sync-interval: the Go agent's pace, spread so that a fleet
 //   stays spread out (the attempt itself is cheaper: clientset.ts offers a held replica's TLS session);
 // - after a failure behind an address through which the agent holds a replica (a balancer sent it
-//   to the one that is down), the same: the hub is there, a replica is away;
+//   to the one that is down), 3 to 7 x --sync-interval: the only evidence an attempt gives of the
+//   missing replica's state is that it is down (a duplicate says nothing of it: the balancer picks a
+//   held replica as often whether the missing one is up or down), so the attempts it answers with a
+//   refusal are spaced out, while after a duplicate the search goes on at the Go agent's pace: once
+//   the replica is back no more refusals come, and the search is as fast as before;
 // - after any other failure, the Go agent's backoff: --sync-interval growing x1.5 up to
 //   --sync-interval-cap, with its 10 % jitter;
 // - after a success, a random share of --sync-interval before looking for the next missing replica:
@@ -48,6 +52,7 @@ export class SyncPolicy {
     }
     if (outcome === 'failed' && !holding) return this.failures.next();
     this.failures.reset();
+    if (outcome === 'failed') return intervalMs * (3 + 4 * random());
     return intervalMs * (0.75 + random());
   }
 
