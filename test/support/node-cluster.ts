@@ -433,7 +433,9 @@ export class NodeCluster {
         if (r.code !== 0) throw new Error(`ctr images import ${archive}: ${r.stderr}`);
       }
     })();
-    await etcd.waitFor(/ready to serve client requests/, 60_000);
+    // Long, not slow: etcd's first WAL fsync queues behind the image import's writes on a busy disk (a CI
+    // run saw no line for 60 s); the wait ends on the line.
+    await etcd.waitFor(/ready to serve client requests/, 300_000);
     // prettier-ignore
     this.component('kube-apiserver', [
       bin('kube-apiserver'),
