@@ -1,8 +1,7 @@
 // `npm run build`: type-checks, then bundles the agent into dist/ (what the image and the bench run):
 // dist/cmd/main.js and its lazily imported chunks in dist/chunks/, the .proto files in dist/proto/.
-// One bundle instead of ~300 modules loaded one by one: idle RSS 86 -> 77 MiB, with the Kubernetes
-// client 126 -> 113 MiB (bench/README.md).
-// Identifiers are kept (stack traces stay readable without source maps, which cost 5 MiB at run time).
+// One bundle instead of ~300 modules loaded one by one costs less memory (bench/README.md, "Idle
+// footprint"). Identifiers are kept: stack traces stay readable without source maps, which cost RSS.
 import { execFileSync } from 'node:child_process';
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';

@@ -8,8 +8,8 @@ import type { Plugin } from 'esbuild';
  * What client-node's KubeConfig imports for kubeconfigs the agent rarely meets: a kubeconfig file at
  * all (js-yaml: in a pod the service account is read instead), an HTTP or SOCKS proxy (`proxy-url`),
  * the OIDC, Azure and GCP auth providers. Imported by config.js statically, they were evaluated in
- * every agent that reads a kubeconfig, with what the agent never calls (below): 5.5 MB of V8 heap and
- * 13 MiB of RSS for an in-cluster token and a CA (bench/README.md). Each becomes a chunk of its own,
+ * every agent that reads a kubeconfig, with what the agent never calls (below), for an in-cluster
+ * token and a CA (the cost: bench/README.md). Each becomes a chunk of its own,
  * loaded by kube/deferred-modules.ts before the kubeconfig is used when it needs one.
  */
 const deferred = ['js-yaml', 'socks-proxy-agent', 'hpagent', 'openid-client', 'jsonpath-plus'];
@@ -90,8 +90,8 @@ export function deferClientNodeExtras(runtime: string): Plugin {
 
 /**
  * `import http from 'node:http'` in an ES module (client-node does it) builds a namespace of every
- * export, and http's lazy WebSocket, CloseEvent and MessageEvent getters load Node's bundled undici:
- * +3.3 MiB of RSS and 1.3 MB of heap, measured. In the bundle such imports take the module from
+ * export, and http's lazy WebSocket, CloseEvent and MessageEvent getters load Node's bundled undici
+ * (the cost: bench/README.md). In the bundle such imports take the module from
  * process.getBuiltinModule, and only its plain (non-getter) exports.
  */
 export function httpWithoutUndici(): Plugin {

@@ -1,8 +1,8 @@
 // The container's memory limit (cgroup v2 or v1) and a V8 heap that fits inside it. Node sizes its
-// heap for the limit by itself, but as if the heap were all the process held: under 256 MiB it lets
-// the heap reach 259 MiB before a full collection is forced. The agent also holds buffers outside the
-// heap (up to --max-total-buffer, a quarter of the limit) and ~50 MiB of code and native state, so the
-// kernel would kill the pod before the garbage is collected. Heap flags only take effect at process
+// heap for the limit by itself, but as if the heap were all the process held: under a 256 MiB limit it
+// lets the heap grow past the limit before a full collection is forced. The agent also holds buffers
+// outside the heap (up to --max-total-buffer, a quarter of the limit) and its code and native state,
+// so the kernel would kill the pod before the garbage is collected. Heap flags only take effect at process
 // start: an entry point calls sizeHeapForContainer() first, which re-executes the process with them.
 import { readFileSync } from 'node:fs';
 
@@ -66,10 +66,9 @@ function readOrUndefined(path: string): string | undefined {
 const MiB = 1 << 20;
 
 /**
- * V8 flags for a process limited to `limit` bytes: 3/8 of it for the old space (96 MiB of 256 MiB;
- * the agent's heap after a full collection is ~30 MiB) and semi-spaces of 1/64 (4 MiB: a young
- * generation of at most 12 MiB; V8 would pick 1 MiB under this limit, 16 MiB on a large host). Under
- * 100k dial/close cycles the pod's working set stayed at 52-60 MiB with 4 MiB, 59-65 with 8 (bench churn).
+ * V8 flags for a process limited to `limit` bytes: 3/8 of it for the old space (several times the
+ * agent's heap after a full collection) and semi-spaces of 1/64, between V8's own picks for a small
+ * limit and a large host; what each choice held under churn: bench/README.md, "Dial/close churn and memory".
  */
 export function heapFlags(limit: number): string[] {
   const oldSpace = Math.max(32, Math.floor((limit * 3) / 8 / MiB));

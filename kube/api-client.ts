@@ -2,7 +2,7 @@
 // over Node's own http/https. client-node's KubeConfig says where the server is and how to reach it
 // (TLS, client certificates, tokens re-read as they rotate, exec plugins, proxies:
 // applyToHTTPSOptions); its generated API classes and its fetch-based Watch are not used: they load
-// undici (a WebAssembly HTTP parser, +16 MiB of RSS for one watch) and every generated model, which an
+// undici (a WebAssembly HTTP parser) and every generated model, which an
 // agent on every node paid for two GETs and a watch (bench/README.md, "Idle footprint").
 import type { IncomingMessage, RequestOptions } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';

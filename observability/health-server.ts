@@ -15,7 +15,7 @@ export interface ReadinessCheck {
 }
 
 // Not `import http from 'node:http'`: an ES module import of node:http reads every export to build
-// the namespace, and its lazy WebSocket/MessageEvent getters load undici: ~10 MiB of RSS for nothing.
+// the namespace, and its lazy WebSocket/MessageEvent getters load undici, RSS for nothing.
 const { createServer } = process.getBuiltinModule('node:http');
 
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => void | Promise<void>;

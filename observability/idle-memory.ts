@@ -1,16 +1,13 @@
-// Memory-reducing collections when the agent goes quiet. V8 grows the young generation (to 8-16 MiB)
-// while the modules load and again under a burst of work (10k dials), and keeps it, with the garbage
-// of the burst, until its own memory reducer happens to run; nothing in an idle agent prompts it. A
-// "last resort" collection gives both back: idle RSS -5 MiB after start, 10k idle connections
-// 164 -> 110 MiB after their burst (bench/README.md). The young generation grows again if traffic
-// needs it. It stops the agent for ~30 ms (two full collections), so it runs only when the agent is
+// Memory-reducing collections when the agent goes quiet. V8 grows the young generation while the
+// modules load and again under a burst of work, and keeps it, with the garbage of the burst, until its
+// own memory reducer happens to run; nothing in an idle agent prompts it. A "last resort" collection
+// gives both back (what it saves: bench/README.md, "Idle footprint"). The young generation grows again
+// if traffic needs it. It stops the agent for two full collections, so it runs only when the agent is
 // quiet: from a second after start, at the first quarter second with little CPU used; and after each
-// busy stretch, once a 5 s window passes with little CPU used. Steady traffic never pays for it (a
-// collection in the middle of it added ~75 us to the mean of 400 dials in the bench).
+// busy stretch, once a 5 s window passes with little CPU used. Steady traffic never pays for it.
 // Start-up code runs once: its bytecode is flushed after 3 full collections without a call instead of
-// V8's 6, so the few an idle agent has (this start-up one, V8's memory reducer) give it back: V8 heap
-// 9.3 -> 8.1 MiB as the DaemonSet runs it (bench/README.md). A function flushed and called again is
-// compiled again, lazily, as at start.
+// V8's 6, so the few an idle agent has (this start-up one, V8's memory reducer) give it back. A
+// function flushed and called again is compiled again, lazily, as at start.
 // `gc` is exposed only inside a throwaway context, not on the agent's global.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
