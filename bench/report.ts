@@ -45,8 +45,17 @@ export class Report {
     console.log(`  note: ${text}`);
   }
 
-  /** `goReference`: the Go binaries' folder, or why there are none (env.ts goReferenceNote). */
-  write(dir: string, args: string[], seconds: number, goReference: { found: boolean; note: string }): void {
+  /**
+   * Writes `<name>.json`, `.md` and `.svg` in `dir`. `goReference`: the Go binaries' folder, or why there
+   * are none (env.ts goReferenceNote).
+   */
+  write(
+    dir: string,
+    name: string,
+    args: string[],
+    seconds: number,
+    goReference: { found: boolean; note: string },
+  ): void {
     mkdirSync(dir, { recursive: true });
     const machine = {
       cpus: os.cpus().length,
@@ -64,10 +73,10 @@ export class Report {
       rows: this.rows,
       notes: this.notes,
     };
-    writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
-    writeFileSync(join(dir, 'latest.md'), this.markdown(json.started, machine, args, seconds, goReference));
+    writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(json, null, 2)}\n`);
+    writeFileSync(join(dir, `${name}.md`), this.markdown(json.started, machine, args, seconds, goReference, name));
     writeFileSync(
-      join(dir, 'latest.svg'),
+      join(dir, `${name}.svg`),
       resultsSvg(this.rows, `spoke-agent bench, ${json.started.slice(0, 10)}: ours against the references`),
     );
   }
@@ -78,14 +87,15 @@ export class Report {
     args: string[],
     seconds: number,
     goReference: { found: boolean; note: string },
+    name: string,
   ): string {
     const lines = [
-      '# spoke-agent bench: latest results',
+      `# spoke-agent bench: ${name} results`,
       '',
       `Run ${started} (${Math.round(seconds)} s, \`npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\`), ${machine.cpus} x ${machine.cpuModel}, Node ${machine.node}, Go reference binaries: ${goReference.found ? 'yes' : `no: ${goReference.note}`}.`,
       'Each ratio is value / baseline, both measured in this run. See bench/README.md for what each figure means.',
       '',
-      '![ours against the references, as ratios](latest.svg)',
+      `![ours against the references, as ratios](${name}.svg)`,
       '',
     ];
     lines.push('## Targets', '', ...targetsTable(this.rows), '');

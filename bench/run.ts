@@ -83,12 +83,17 @@ try {
   clearTimeout(watchdog);
 }
 const dir = fileURLToPath(new URL('results/', import.meta.url));
-report.write(dir, args, (performance.now() - started) / 1000, {
+// latest.* and README.md's table come from full runs only: a partial or quick run would not stand for
+// the agent (partial.* is ignored by git).
+const full = !quick && chosen.size === 0;
+const name = full ? 'latest' : 'partial';
+report.write(dir, name, args, (performance.now() - started) / 1000, {
   found: anpBinDir !== undefined,
   note: goReferenceNote,
 });
 console.log(`\ntargets:\n${targetsTable(report.rows).join('\n')}`);
-// README.md's table comes from full runs only: a partial or quick run would not stand for the agent.
-if (!quick && chosen.size === 0) writeReadmeSection();
-console.log(`\nbench: wrote ${dir}latest.json and latest.md in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+if (full) writeReadmeSection();
+console.log(
+  `\nbench: wrote ${dir}${name}.json and ${name}.md in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+);
 process.exit(failed ? 1 : 0);
