@@ -13,6 +13,7 @@ import { createResolver } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
+import { testDnsValues } from '../test/support/dns-values.js';
 import { startEchoServer, type Target } from '../test/support/targets.js';
 
 const cidr = (text: string): Cidr => {
@@ -129,17 +130,7 @@ describe('DialAllowlist', () => {
     target = await startEchoServer('127.0.0.1');
     const registry = new Registry();
     const resolver = createResolver(
-      {
-        dnsBindAddress: '127.0.0.1',
-        dnsPort: 0,
-        dnsUpstream: '127.0.0.1:9',
-        dnsBatchedUdp: false,
-        dnsForward: false,
-        dnsTtl: 1000,
-        dnsCacheSize: 10,
-        dnsUpstreamTimeout: 500,
-        dnsQueryLogSize: 0,
-      },
+      testDnsValues('127.0.0.1:9', { dnsBatchedUdp: false, dnsCacheSize: 10 }),
       new RuleHolder(rules),
       registry,
       createLogger('silent'),

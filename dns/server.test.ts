@@ -12,6 +12,7 @@ import { DnsServer } from './server.js';
 import { createResolver } from './setup.js';
 import { udpBatch } from './udp-batch.js';
 import { encodeQuery, questionName, TYPE } from './wire.js';
+import { testDnsValues } from '../test/support/dns-values.js';
 
 const naming = { cluster: 'cluster1', agentNamespace: 'agent-ns', clusterDomain: 'cluster.test' };
 const rules = parseRules({
@@ -34,17 +35,8 @@ async function start(batchedUdp: boolean) {
   const lines: Array<{ level: number; msg: string; dropped?: Record<string, number>; err?: { message: string } }> = [];
   const log = pino({ level: 'info' }, { write: (line: string) => lines.push(JSON.parse(line)) });
   const resolver = createResolver(
-    {
-      dnsBindAddress: '127.0.0.1',
-      dnsPort: 0,
-      dnsUpstream: '127.0.0.1:9', // never asked: the names here are static rules or fail first
-      dnsBatchedUdp: batchedUdp,
-      dnsForward: false,
-      dnsTtl: 5000,
-      dnsCacheSize: 100,
-      dnsUpstreamTimeout: 1000,
-      dnsQueryLogSize: 0,
-    },
+    // port 9 never asked: the names here are static rules or fail first
+    testDnsValues('127.0.0.1:9', { dnsBatchedUdp: batchedUdp, dnsTtl: 5000, dnsUpstreamTimeout: 1000 }),
     new RuleHolder(ruleSet),
     registry,
     log,

@@ -12,6 +12,7 @@ import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
+import { testDnsValues } from './support/dns-values.js';
 
 const run = promisify(execFile);
 let upstream: TestUpstream;
@@ -51,17 +52,7 @@ beforeAll(async () => {
     file: { origin: 'f', content: 'static: [{name: pair.cluster1, target: [127.0.0.2, "::1"]}]' },
   });
   if (!rules.ok) throw new Error(rules.errors.join());
-  const values = {
-    dnsBindAddress: '127.0.0.1',
-    dnsPort: 0,
-    dnsUpstream: `127.0.0.1:${upstream.port}`,
-    dnsBatchedUdp: true,
-    dnsForward: true,
-    dnsTtl: 5000,
-    dnsCacheSize: 100,
-    dnsUpstreamTimeout: 500,
-    dnsQueryLogSize: 0,
-  };
+  const values = testDnsValues(`127.0.0.1:${upstream.port}`, { dnsForward: true, dnsTtl: 5000 });
   dns = await startDns(values, new RuleHolder(rules.value), new Registry(), createLogger('silent'));
 });
 afterAll(async () => {

@@ -23,6 +23,7 @@ import { hashedServiceHost } from '../rules/naming.js';
 import { parseRules } from '../rules/rule-set.js';
 import { encodeQuery } from '../dns/wire.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
+import { testDnsValues } from './support/dns-values.js';
 import { repoRoot } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
@@ -58,18 +59,14 @@ async function stack(
   extra: Partial<DnsFlagValues> = {},
   holder = new RuleHolder(ruleSet(['prod/web', 'prod/big', 'default/*'])),
 ) {
-  const values: DnsFlagValues = {
-    dnsBindAddress: '127.0.0.1',
-    dnsPort: 0,
-    dnsUpstream: `127.0.0.1:${upstream.port}`,
-    dnsBatchedUdp: true,
+  const values = testDnsValues(`127.0.0.1:${upstream.port}`, {
     dnsForward: true,
     dnsTtl: 5000,
     dnsCacheSize: 1000,
     dnsUpstreamTimeout: 1000,
     dnsQueryLogSize: 1000,
     ...extra,
-  };
+  });
   const registry = new Registry();
   return { dns: await startDns(values, holder, registry, createLogger('silent')), holder, registry };
 }
@@ -333,17 +330,13 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
 
 describe('no upstream at all ("a bare container: no --dns-upstream, no resolv.conf")', () => {
   it('starts with forwarding off: IP targets answer, name targets SERVFAIL, other names REFUSED, each explained', async () => {
-    const values: DnsFlagValues = {
-      dnsBindAddress: '127.0.0.1',
-      dnsPort: 0,
-      dnsUpstream: '',
+    const values = testDnsValues('', {
       dnsBatchedUdp: false,
       dnsForward: true,
       dnsTtl: 5000,
       dnsCacheSize: 10,
       dnsUpstreamTimeout: 300,
-      dnsQueryLogSize: 0,
-    };
+    });
     const resolver = createResolver(
       values,
       new RuleHolder(ruleSet([])),

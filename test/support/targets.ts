@@ -140,25 +140,44 @@ export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
   });
 }
 
-/** `clients` loops each running `attempt` until stopped: a steady dial load. `stop` resolves with the count and the errors. */
+/**
+ * `clients` loops each running `attempt` until stopped: a steady dial load. `succeeded(n)` resolves once
+ * `n` attempts in all have succeeded (a test paces its edits by the load, not by the clock), and
+ * rejects at the first failure; `stop`
+ * resolves with the count and the errors.
+ */
 export function dialLoad(
   clients: number,
   attempt: () => Promise<void>,
-): { stop(): Promise<{ ok: number; failures: string[] }> } {
+): { succeeded(n: number): Promise<void>; stop(): Promise<{ ok: number; failures: string[] }> } {
   let running = true;
   let ok = 0;
   const failures: string[] = [];
+  const waiters = new Set<{ n: number; resolve: () => void; reject: (err: Error) => void }>();
   const loops = Array.from({ length: clients }, async () => {
     while (running) {
       try {
         await attempt();
         ok++;
+        for (const w of waiters)
+          if (ok >= w.n) {
+            waiters.delete(w);
+            w.resolve();
+          }
       } catch (err) {
         failures.push((err as Error).message);
+        for (const w of waiters) w.reject(new Error(`a dial of the load failed: ${(err as Error).message}`));
+        waiters.clear();
       }
     }
   });
   return {
+    succeeded: (n) =>
+      new Promise((resolve, reject) => {
+        if (ok >= n) return resolve();
+        if (!running) return reject(new Error(`the load stopped after ${ok} dials, before ${n}`));
+        waiters.add({ n, resolve, reject });
+      }),
     stop: async () => {
       running = false;
       await Promise.all(loops);
