@@ -8,6 +8,7 @@
 import http2 from 'node:http2';
 import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import type { Clock } from '../clock/clock.js';
 import { splitHostPort } from '../net/address.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 
@@ -23,6 +24,8 @@ export interface AgentSessionOptions {
   /** An HTTP/2 PING this often (0: never); the connection is closed if one goes unanswered. */
   keepaliveMs: number;
   keepaliveTimeoutMs: number;
+  /** What the keepalive's interval and timeout are measured on. */
+  clock: Clock;
   /** Once, when the connection is gone (after `open` resolved); its streams have ended by then. */
   onClose: (status: StreamStatus) => void;
 }
@@ -31,7 +34,7 @@ export class AgentSession {
   private closed = false;
   /** After a GOAWAY the server takes no new streams; the ones open go on until they end. */
   private goingAway = false;
-  private keepaliveTimer?: NodeJS.Timeout;
+  private cancelKeepalive = () => {};
   private readonly streams = new Set<ConnectStream>();
   /** Why the connection went, once known. */
   private status?: StreamStatus;
@@ -134,7 +137,7 @@ export class AgentSession {
   private finish(): void {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.keepaliveTimer);
+    this.cancelKeepalive();
     const status = this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' };
     for (const stream of [...this.streams]) stream.connectionLost(status);
     this.opts.onClose(status);
@@ -142,21 +145,22 @@ export class AgentSession {
 
   private scheduleKeepalive(): void {
     if (!(this.opts.keepaliveMs > 0) || this.closed) return;
-    this.keepaliveTimer = setTimeout(() => this.ping(), this.opts.keepaliveMs).unref();
+    this.cancelKeepalive = this.opts.clock.after(this.opts.keepaliveMs, () => this.ping());
   }
 
   private ping(): void {
-    const unanswered = setTimeout(() => {
+    const unanswered = this.opts.clock.after(this.opts.keepaliveTimeoutMs, () => {
       this.status ??= {
         code: GrpcStatus.UNAVAILABLE,
         details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms`,
       };
       this.close();
-    }, this.opts.keepaliveTimeoutMs).unref();
+    });
+    this.cancelKeepalive = unanswered;
     const sent = this.session.ping((err) => {
-      clearTimeout(unanswered);
+      unanswered();
       if (!err) this.scheduleKeepalive();
     });
-    if (!sent) clearTimeout(unanswered);
+    if (!sent) unanswered();
   }
 }

@@ -2,7 +2,7 @@
 // What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
-import type { Clock } from '../clock/clock.js';
+import { systemClock, type Clock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
 import type { ReadinessCheck } from '../observability/health-server.js';
 import { BufferBudget, defaultBufferBudget } from './buffer-budget.js';
@@ -50,6 +50,7 @@ export class Agent {
     this.metrics = new AgentMetrics(this.registry);
     this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), {
       stallMs: defaultStallMs,
+      clock: deps.clock ?? systemClock,
       metrics: this.metrics,
       log: deps.log,
     });

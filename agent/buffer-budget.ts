@@ -6,6 +6,7 @@
 // limit), largest first, are closed with an error until the total is back under half the budget.
 // While none qualifies yet, every server stream is paused (no new bytes arrive), until enough has
 // drained or the offenders show themselves. Every other connection stays open.
+import type { Clock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
 
@@ -13,7 +14,7 @@ import type { AgentMetrics } from './metrics.js';
 export interface ShedCandidate {
   /** Bytes waiting to be written to its target. */
   readonly buffered: number;
-  /** performance.now() when its target last accepted bytes (or when bytes started waiting). */
+  /** When its target last accepted bytes (or when bytes started waiting), on the budget's clock. */
   readonly lastProgress: number;
 }
 
@@ -59,6 +60,8 @@ export function defaultBufferBudget(memoryLimit: number | undefined): number {
 export interface BufferBudgetOptions {
   /** A target that accepted nothing for this long has stopped reading. */
   stallMs: number;
+  /** What the stall limit and the brake's checks are measured on. */
+  clock: Clock;
   metrics: AgentMetrics;
   log: Logger;
 }
@@ -69,7 +72,7 @@ export class BufferBudget {
   private readonly holders = new Set<BufferHolder>();
   private readonly brakes = new Set<Brake>();
   private braked = false;
-  private timer?: NodeJS.Timeout;
+  private cancelCheck = () => {};
 
   constructor(
     readonly limit: number,
@@ -103,7 +106,7 @@ export class BufferBudget {
     const lowWater = this.limit / 2;
     if (this.total > lowWater) {
       // Either over the limit, or braking: free everyone at the expense of the targets that stopped.
-      for (const h of chooseShed(this.holders, performance.now(), this.total, lowWater, this.opts.stallMs)) {
+      for (const h of chooseShed(this.holders, this.opts.clock.now(), this.total, lowWater, this.opts.stallMs)) {
         const { buffered } = h;
         this.opts.metrics.bufferShed.inc();
         this.opts.metrics.bufferShedBytes.inc(buffered);
@@ -124,16 +127,24 @@ export class BufferBudget {
         'agent buffer budget reached and no target has stopped reading yet: pausing every server stream',
       );
       for (const b of this.brakes) b.pause();
-      this.timer = setInterval(() => this.enforce(), Math.max(10, this.opts.stallMs / 4));
+      this.scheduleCheck();
     } else if (this.braked && this.total <= lowWater) {
       this.braked = false;
-      clearInterval(this.timer);
+      this.cancelCheck();
       for (const b of this.brakes) b.resume();
     }
   }
 
-  /** Stops the brake timer (the agent is stopping). */
+  /** While braking, enforces again every quarter of the stall limit: a target may stop meanwhile. */
+  private scheduleCheck(): void {
+    this.cancelCheck = this.opts.clock.after(Math.max(10, this.opts.stallMs / 4), () => {
+      this.enforce();
+      if (this.braked) this.scheduleCheck();
+    });
+  }
+
+  /** Stops the brake's checks (the agent is stopping). */
   close(): void {
-    clearInterval(this.timer);
+    this.cancelCheck();
   }
 }

@@ -117,7 +117,7 @@ function clientSet(
       throw new Error('no dials here');
     },
     maxBuffer: 1 << 20,
-    budget: new BufferBudget(1 << 30, { stallMs: 1000, metrics, log }),
+    budget: new BufferBudget(1 << 30, { stallMs: 1000, clock, metrics, log }),
     metrics,
     log,
     random,

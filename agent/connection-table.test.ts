@@ -8,16 +8,21 @@ import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { ConnectionTable, type Dial } from './connection-table.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 
 const log = pino({ level: 'silent' });
-const tick = () => new Promise((r) => setTimeout(r, 5));
-/** A budget shared by several tunnels, and the metrics they all report to. */
-const budgetMetrics = new WeakMap<BufferBudget, AgentMetrics>();
+/** Lets what the last step queued run (in-memory streams, dial promises): turns of the event loop, not time. */
+async function tick(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
+/** A budget shared by several tunnels, with the metrics they all report to and the clock they all run on. */
+const budgetParts = new WeakMap<BufferBudget, { metrics: AgentMetrics; clock: ManualClock }>();
 function sharedBudget(limit: number, stallMs: number): BufferBudget {
   const metrics = new AgentMetrics(new Registry());
-  const budget = new BufferBudget(limit, { stallMs, metrics, log });
-  budgetMetrics.set(budget, metrics);
+  const clock = new ManualClock();
+  const budget = new BufferBudget(limit, { stallMs, clock, metrics, log });
+  budgetParts.set(budget, { metrics, clock });
   return budget;
 }
 
@@ -35,8 +40,11 @@ function setup(
   const brakes: string[] = [];
   const resumers: Array<() => void> = [];
   const targets: Duplex[] = [];
-  const metrics = opts.budget ? budgetMetrics.get(opts.budget)! : new AgentMetrics(new Registry());
-  const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, metrics, log });
+  // The stall limit and the linger run on a clock the test moves.
+  const { metrics, clock } = opts.budget
+    ? budgetParts.get(opts.budget)!
+    : { metrics: new AgentMetrics(new Registry()), clock: new ManualClock() };
+  const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, clock, metrics, log });
   const dial: Dial =
     opts.dial ??
     (async () => {
@@ -62,11 +70,12 @@ function setup(
     pauseIncoming: () => brakes.push('pause'),
     resumeIncoming: () => brakes.push('resume'),
     lingerMs: opts.lingerMs ?? 50,
+    clock,
     budget,
     metrics,
     log,
   });
-  return { table, sent, targets, resumers, metrics, brakes, budget };
+  return { table, sent, targets, resumers, metrics, brakes, budget, clock };
 }
 
 /** A loopback target that keeps its side open after the agent's FIN (it never closes by itself). */
@@ -256,14 +265,14 @@ describe('ConnectionTable', () => {
   });
 
   it('closes a connection whose target stopped reading once its budget is exceeded, without braking the stream', async () => {
-    const { table, sent, metrics, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 30 });
+    const { table, sent, metrics, brakes, clock } = setup({ maxBuffer: 64 << 10, stallMs: 30 });
     table.handle(dialReq('1'));
     table.handle(dialReq('2'));
     await tick();
     // Nobody reads target 1: its writes pile up in the agent-side write buffer, and wait there for
     // longer than the stall limit before the budget is exceeded.
     for (let i = 0; i < 4; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
-    await new Promise((r) => setTimeout(r, 40));
+    await clock.advance(40);
     for (let i = 0; i < 6; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     expect(sent).toContainEqual({
       type: PacketType.CLOSE_RSP,
@@ -292,12 +301,14 @@ describe('ConnectionTable', () => {
   });
 
   it('closes a braking connection whose target then stops reading, and releases the stream', async () => {
-    const { table, sent, brakes } = setup({ maxBuffer: 64 << 10, stallMs: 40 });
+    const { table, sent, brakes, clock } = setup({ maxBuffer: 64 << 10, stallMs: 40 });
     table.handle(dialReq('1'));
     await tick();
     for (let i = 0; i < 10; i++) table.handle(data('1', 'x'.repeat(16 << 10)));
     expect(brakes).toEqual(['pause']);
-    await new Promise((r) => setTimeout(r, 120));
+    await clock.advance(39);
+    expect(brakes).toEqual(['pause']);
+    await clock.advance(10); // the next check past the stall limit
     expect(brakes).toEqual(['pause', 'resume']);
     expect(sent.at(-1)).toMatchObject({
       type: PacketType.CLOSE_RSP,
@@ -319,7 +330,7 @@ describe('ConnectionTable', () => {
     a.targets[0]!.on('data', (c: Buffer) => (got += c.length));
     for (let i = 0; i < 5; i++) a.table.handle(data('2', 'x'.repeat(16 << 10)));
     for (let i = 0; i < 24; i++) b.table.handle(data('1', 'x'.repeat(16 << 10)));
-    await new Promise((r) => setTimeout(r, 60));
+    await a.clock.advance(60);
     const before = budget.total;
     expect(before).toBeLessThanOrEqual(budget.limit);
     // Stream a's reading target pushes the total over 512 KiB.
@@ -355,7 +366,9 @@ describe('ConnectionTable', () => {
     await tick();
     for (let i = 0; i < 20; i++) a.table.handle(data('1', 'x'.repeat(16 << 10)));
     expect([a.brakes, b.brakes]).toEqual([['pause'], ['pause']]);
-    await waitUntil(() => a.sent.at(-1)?.type === PacketType.CLOSE_RSP, 5000, 'the stopped target to be shed');
+    await a.clock.advance(39);
+    expect(a.sent.at(-1)?.type).not.toBe(PacketType.CLOSE_RSP);
+    await a.clock.advance(10); // the brake's next check past the stall limit
     expect(a.sent.at(-1)).toMatchObject({
       type: PacketType.CLOSE_RSP,
       closeResponse: { connectID: '1', error: expect.stringContaining('agent buffer budget exhausted') },
@@ -397,7 +410,7 @@ describe('ConnectionTable', () => {
   it('counts a closed socket whose target does not take its final bytes, and destroys it after the grace', async () => {
     const { server, accepted } = await halfOpenTarget();
     const sockets: net.Socket[] = [];
-    const { table, metrics } = setup({
+    const { table, metrics, clock } = setup({
       lingerMs: 300,
       dial: async (address) => {
         sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
@@ -415,9 +428,10 @@ describe('ConnectionTable', () => {
       table.handle(closeReq('1'));
       expect(table.connectionCount).toBe(0);
       expect(await closing()).toBe(1);
-      const started = performance.now();
-      await waitUntil(() => sockets[0]!.destroyed, 2000, 'the target socket to be released');
-      expect(performance.now() - started).toBeGreaterThan(250);
+      await clock.advance(299);
+      expect(sockets[0]!.destroyed).toBe(false);
+      await clock.advance(1);
+      expect(sockets[0]!.destroyed).toBe(true);
       await tick();
       expect(await closing()).toBe(0);
     } finally {

@@ -2,6 +2,7 @@
 // connections by `connectID`, and what each packet from the server does to them. It knows
 // nothing of gRPC or sockets beyond a PacketSink and a dial function, so it is tested directly.
 import type { Duplex } from 'node:stream';
+import type { Clock } from '../clock/clock.js';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
@@ -26,6 +27,8 @@ export interface ConnectionTableOptions {
   resumeIncoming: () => void;
   /** How long a closed connection may flush its final bytes before its socket is destroyed. Default 1 s. */
   lingerMs?: number;
+  /** What the stall limit, its checks and the linger are measured on. */
+  clock: Clock;
   /** The agent-wide total of bytes waiting for targets; its brake pauses this stream too. */
   budget: BufferBudget;
   /** Hands out connectIDs; the ClientSet shares one counter across an agent's streams. Default: from 1 per tunnel. */
@@ -46,7 +49,7 @@ export class ConnectionTable {
   private readonly idleWaiters: Array<() => void> = [];
   /** Connections whose targets are slow but reading; while any exists the stream is paused. */
   private readonly overBudget = new Set<EndpointConnection>();
-  private stallTimer?: NodeJS.Timeout;
+  private cancelStallCheck = () => {};
   private readonly rejections = new Map<string, number>();
   /** Connections and dials that ended moments ago: packets for them are the close race, not errors. */
   private readonly closedConnections = new RecentlyClosed();
@@ -65,6 +68,7 @@ export class ConnectionTable {
     this.endpointOptions = {
       maxBuffer: opts.maxBuffer,
       lingerMs: opts.lingerMs ?? 1000,
+      clock: opts.clock,
       budget: opts.budget,
       metrics: opts.metrics,
       log: opts.log,
@@ -227,19 +231,22 @@ export class ConnectionTable {
     this.overBudget.add(conn);
     if (this.overBudget.size > 1) return;
     this.updatePause();
-    // While paused, a target that stops reading altogether must not hold everyone else.
-    const { stallMs } = this;
-    this.stallTimer = setInterval(
-      () => {
-        for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
-      },
-      Math.max(10, stallMs / 4),
-    );
+    this.scheduleStallCheck();
+  }
+
+  /** While paused, a target that stops reading altogether must not hold everyone else. */
+  private scheduleStallCheck(): void {
+    const cancel = this.opts.clock.after(Math.max(10, this.stallMs / 4), () => {
+      for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
+      // Not when a release and a new brake while closing already started the next round.
+      if (this.cancelStallCheck === cancel && this.overBudget.size > 0) this.scheduleStallCheck();
+    });
+    this.cancelStallCheck = cancel;
   }
 
   private release(conn: EndpointConnection): void {
     if (!this.overBudget.delete(conn) || this.overBudget.size > 0) return;
-    clearInterval(this.stallTimer);
+    this.cancelStallCheck();
     this.updatePause();
   }
 

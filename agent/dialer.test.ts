@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DialCancel, type TargetDialError, dialTcp, relayTargetReads } from './dialer.js';
+import { waitUntil } from '../test/support/wait.js';
 
 const servers: net.Server[] = [];
 afterEach(() => {
@@ -32,8 +33,7 @@ describe('dialTcp', () => {
     const { port, connections } = await listen();
     (await dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).destroy();
     (await dialTcp(`web.prod.cluster1:${port}`, { timeoutMs: 1000, resolve: async () => ['127.0.0.1'] })).destroy();
-    await new Promise((r) => setTimeout(r, 20));
-    expect(connections()).toBe(2);
+    await waitUntil(() => connections() === 2, 20_000, 'both connections accepted');
   });
 
   it('words a refusal like Go', async () => {
@@ -46,11 +46,9 @@ describe('dialTcp', () => {
 
   it('times out with i/o timeout when the dial does not complete in time', async () => {
     const never = () => new Promise<string[]>(() => {});
-    const started = Date.now();
     await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({
       reason: 'timeout',
     });
-    expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('reports an unresolvable name', async () => {
@@ -70,8 +68,10 @@ describe('dialTcp', () => {
       authorize: (_h, ip) => `${ip} is not allowed`,
     }).catch((e: TargetDialError) => e);
     expect(err).toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed` });
-    await new Promise((r) => setTimeout(r, 20));
-    expect(connections()).toBe(0);
+    // A dial allowed after it is the first the listener accepts.
+    (await dialTcp(`127.0.0.3:${port}`, { timeoutMs: 1000 })).destroy();
+    await waitUntil(() => connections() > 0, 20_000, 'the allowed connection accepted');
+    expect(connections()).toBe(1);
   });
 
   it('is cancelled while it resolves, while it connects, and before it starts', async () => {
@@ -86,11 +86,9 @@ describe('dialTcp', () => {
 
     // Cancelled once its connect has begun (the socket exists; Node issues the syscall a tick later).
     const connecting = new DialCancel();
-    const started = Date.now();
     const pendingConnect = dialTcp('127.0.0.1:1', { timeoutMs: 5000, cancel: connecting });
     connecting.cancel();
     await expect(pendingConnect).rejects.toMatchObject({ reason: 'cancelled' });
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(connecting.onCancel).toBeUndefined();
 
     const before = new DialCancel();

