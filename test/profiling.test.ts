@@ -68,11 +68,14 @@ describe('--enable-profiling', () => {
       expect(res.status).toBe(400);
       expect(await res.text()).toBe(`seconds must be a whole number from 1 to 300, got "${seconds}"\n`);
     }
-    const first = fetch(`${admin}/debug/pprof/profile?seconds=2`);
-    await new Promise((r) => setTimeout(r, 300));
+    // A long first profile, under way once the agent says so; the client leaving ends it.
+    const leave = new AbortController();
+    const first = fetch(`${admin}/debug/pprof/profile?seconds=300`, { signal: leave.signal });
+    await agent.waitFor(/"seconds":300,.*"msg":"taking a CPU profile"/);
     const second = await fetch(`${admin}/debug/pprof/profile?seconds=1`);
     expect(second.status).toBe(409);
-    expect((await first).status).toBe(200);
+    leave.abort();
+    await expect(first).rejects.toThrow(/abort/i);
   }, 30_000);
 
   it('lists what it serves at /debug/pprof/', async () => {

@@ -11,7 +11,7 @@ import { PacketType, ProxyService } from '../proto/packets.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
-import { waitUntil } from './support/wait.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 let pki: TestPki;
 let hub: ProxyHub;
@@ -226,10 +226,11 @@ describe('mTLS', () => {
       [`--ca-cert=${pki.caCert}`, '--sync-interval=100ms', '--sync-interval-cap=200ms'],
     );
     try {
-      await new Promise((r) => setTimeout(r, 800));
+      const failed = async () =>
+        (await refused.agent.metrics.serverConnectAttempts.get()).values.find((v) => v.labels.result === 'failed')
+          ?.value ?? 0;
+      await waitUntilAsync(async () => (await failed()) > 0, 20_000, 'a refused attempt');
       expect(refused.agent.clients.healthyCount).toBe(0);
-      const failed = await refused.agent.metrics.serverConnectAttempts.get();
-      expect(failed.values.find((v) => v.labels.result === 'failed')?.value ?? 0).toBeGreaterThan(0);
       expect(hub.agents().some((a) => a.agentID === refused.agent.agentID)).toBe(false);
     } finally {
       refused.stop();
