@@ -83,6 +83,11 @@ function line(r: DnsRecord): string {
   return `${r.name.toLowerCase()} ${{ 1: 'A', 5: 'CNAME', 28: 'AAAA' }[r.type] ?? r.type} ${String(data).toLowerCase()}`;
 }
 
+/** dig or kdig asking our server (the timeout bounds a failure only): what it prints. */
+async function ask(tool: 'dig' | 'kdig', ...args: string[]): Promise<string> {
+  return (await run(tool, ['@127.0.0.1', '-p', String(dns.listening.port), '+retry=0', '+timeout=20', ...args])).stdout;
+}
+
 beforeAll(async () => {
   upstream = await startTestUpstream({ 'web.prod.svc.cluster.test': [{ type: 1, address: '127.0.0.11' }] });
   const rules = parseRules({
@@ -160,29 +165,8 @@ it('survives random and mutated packets over UDP and TCP, then still answers', a
   // The queries below come after the flood on the server's UDP socket; the junk TCP connections may
   // still be read meanwhile, which is the point: the server answers while it copes with them.
   udp.close();
-  const { stdout } = await run('dig', [
-    '@127.0.0.1',
-    '-p',
-    String(dns.listening.port),
-    '+tries=1',
-    '+time=20', // bounds a failure only
-    '+short',
-    'web.prod.cluster1',
-    'A',
-  ]);
-  expect(stdout).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
-  const tcp = await run('dig', [
-    '@127.0.0.1',
-    '-p',
-    String(dns.listening.port),
-    '+tcp',
-    '+tries=1',
-    '+time=20', // bounds a failure only
-    '+short',
-    'pair.cluster1',
-    'AAAA',
-  ]);
-  expect(tcp.stdout).toBe('::1\n');
+  expect(await ask('dig', '+short', 'web.prod.cluster1', 'A')).toBe('web.prod.svc.cluster.test.\n127.0.0.11\n');
+  expect(await ask('dig', '+tcp', '+short', 'pair.cluster1', 'AAAA')).toBe('::1\n');
 });
 
 const kdigFound = hasCommand('kdig');
@@ -201,16 +185,7 @@ describe.skipIf(!kdigFound)('read by kdig', () => {
       const name = [...names[rand(names.length)]!].map((c) => (rand(2) ? c.toUpperCase() : c)).join('');
       const type = rand(2) ? 'A' : 'AAAA';
       const args = [...(rand(2) ? ['+tcp'] : []), ...(rand(2) ? ['+noedns'] : []), name, type];
-      const { stdout } = await run('kdig', [
-        '@127.0.0.1',
-        '-p',
-        String(dns.listening.port),
-        '+json',
-        '+retry=0',
-        '+timeout=20', // bounds a failure only
-        ...args,
-      ]);
-      const reply = JSON.parse(stdout) as KdigJson;
+      const reply = JSON.parse(await ask('kdig', '+json', ...args)) as KdigJson;
       const answers = (reply.answerRRs ?? []).map((r) =>
         [r.NAME, r.TYPEname, r.rdataA ?? r.rdataAAAA ?? r.rdataCNAME ?? '?']
           .map((f) => f.replace(/\.$/, '').toLowerCase())
