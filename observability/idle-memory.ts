@@ -11,6 +11,7 @@
 // `gc` is exposed only inside a throwaway context, not on the agent's global.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { systemClock, type Clock } from '../clock/clock.js';
 
 type Gc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
 
@@ -22,6 +23,10 @@ export interface IdleMemoryOptions {
   /** From when the start-up collection is due, and how long a quiet stretch lets it run. */
   startupMs?: number;
   startupQuietMs?: number;
+  /** What the windows run on; the process's CPU time; the collection (tests pass their own). */
+  clock?: Clock;
+  cpuUsage?: (since?: NodeJS.CpuUsage) => NodeJS.CpuUsage;
+  collect?: () => void;
 }
 
 /** Collections without a call after which a function's bytecode is flushed (V8's default: 6). */
@@ -33,49 +38,71 @@ export function releaseMemoryWhenIdle({
   busyShare = 0.02,
   startupMs = 1000,
   startupQuietMs = 250,
+  clock = systemClock,
+  cpuUsage = (since) => process.cpuUsage(since),
+  collect: collectGarbage = lastResortCollection,
 }: IdleMemoryOptions = {}): () => void {
   if (!process.execArgv.some((a) => a.startsWith('--bytecode-old-age')))
     setFlagsFromString(`--bytecode-old-age=${bytecodeOldAge}`);
   const busy = (since: NodeJS.CpuUsage, ms: number) => {
-    const used = process.cpuUsage(since);
+    const used = cpuUsage(since);
     return (used.user + used.system) / 1000 > ms * busyShare;
   };
   let armed = false;
   /** Where the current window's CPU is counted from. */
-  let last = process.cpuUsage();
-  let gc: Gc | undefined;
+  let last = cpuUsage();
   const collect = () => {
-    if (!gc) {
-      setFlagsFromString('--expose-gc');
-      gc = runInNewContext('gc') as Gc;
-      setFlagsFromString('--no-expose-gc');
-    }
-    gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-    last = process.cpuUsage(); // the collection (and before it start-up) is not activity to the windows below
+    collectGarbage();
+    last = cpuUsage(); // the collection (and before it start-up) is not activity to the windows below
   };
   // Start-up: the first quiet stretch from startupMs on.
-  let mark = process.cpuUsage();
-  const startedAt = performance.now();
-  const startup = setInterval(() => {
+  let mark = cpuUsage();
+  const startedAt = clock.now();
+  const startup = every(clock, startupQuietMs, () => {
     const quiet = !busy(mark, startupQuietMs);
-    mark = process.cpuUsage();
-    const age = performance.now() - startedAt;
-    if (age < startupMs) return;
+    mark = cpuUsage();
+    const age = clock.now() - startedAt;
+    if (age < startupMs) return true;
     if (quiet) collect();
-    else if (age < windowMs) return; // busy all along: the windows below saw it and take over
-    clearInterval(startup);
-  }, startupQuietMs).unref();
-  const window = setInterval(() => {
+    else if (age < windowMs) return true; // busy all along: the windows below saw it and take over
+    return false;
+  });
+  const window = every(clock, windowMs, () => {
     const wasBusy = busy(last, windowMs);
-    last = process.cpuUsage();
+    last = cpuUsage();
     if (wasBusy) armed = true;
     else if (armed) {
       armed = false;
       collect();
     }
-  }, windowMs).unref();
+    return true;
+  });
   return () => {
-    clearInterval(startup);
-    clearInterval(window);
+    startup();
+    window();
   };
+}
+
+/** Calls `tick` every `ms` on `clock` while it returns true; returns what stops it. */
+function every(clock: Clock, ms: number, tick: () => boolean): () => void {
+  let cancel = () => {};
+  const schedule = () => {
+    cancel = clock.after(ms, () => {
+      if (tick()) schedule();
+    });
+  };
+  schedule();
+  return () => cancel();
+}
+
+let gc: Gc | undefined;
+
+/** A full, memory-reducing collection: V8's last resort, which also shrinks the young generation. */
+function lastResortCollection(): void {
+  if (!gc) {
+    setFlagsFromString('--expose-gc');
+    gc = runInNewContext('gc') as Gc;
+    setFlagsFromString('--no-expose-gc');
+  }
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
 }
