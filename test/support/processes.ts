@@ -1,7 +1,18 @@
 // Child processes for tests that run the real entry point or a copy of the repository: collected
 // output, waiting for a line, and the exit code.
 import { execFileSync, spawn, type SpawnOptions } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  closeSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,13 +105,29 @@ let built = false;
 /**
  * `npm run build`'s output in dist/ (cmd/build.ts: type-check, bundle, the .proto files), once per
  * process: the agent as the image runs it, without tsx's loader (~30-40 MiB of RSS). Throws when the build fails.
+ * In a test run, once per run: the test files that use it run in parallel workers, and a second build
+ * removes dist/ under the agent the first one started. The first to take the lock builds and stamps
+ * dist/ with the run's id (global-setup.ts), the others find the stamp.
  */
 export function buildDist(): string {
   if (!built) {
-    execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/build.ts')], {
-      cwd: repoRoot,
-      stdio: 'pipe',
-    });
+    const run = process.env.SPOKE_TEST_RUN;
+    const stamp = join(repoRoot, 'dist/.test-run');
+    mkdirSync(join(repoRoot, 'node_modules/.cache'), { recursive: true });
+    const lock = openSync(join(repoRoot, 'node_modules/.cache/spoke-agent-dist.lock'), 'w');
+    try {
+      // flock(1) locks the open file this process shares with it; the lock lasts until we close it.
+      execFileSync('flock', ['3'], { stdio: ['ignore', 'ignore', 'inherit', lock] });
+      if (!(run && existsSync(stamp) && readFileSync(stamp, 'utf8') === run)) {
+        execFileSync(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/build.ts')], {
+          cwd: repoRoot,
+          stdio: 'pipe',
+        });
+        if (run) writeFileSync(stamp, run);
+      }
+    } finally {
+      closeSync(lock);
+    }
     built = true;
   }
   return join(repoRoot, 'dist/cmd/main.js');
