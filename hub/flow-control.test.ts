@@ -101,7 +101,7 @@ describe.each(['grpc', 'http-connect'] as const)('%s frontend flow control', (mo
     let got = 0;
     stream.on('data', (c: Buffer) => (got += c.length));
     stream.resume();
-    await expect.poll(() => got, { timeout: 5000 }).toBeGreaterThan(first);
+    await expect.poll(() => got, { timeout: 20_000 }).toBeGreaterThan(first);
   });
 
   it('an agent that stops reading stops the frontend', async () => {

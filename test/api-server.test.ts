@@ -120,7 +120,7 @@ const sarsFor = (user: string) => api.accessReviews.filter((r) => r.user === use
 
 /** A query to the test's DNS server from a real client (c-ares over UDP). */
 async function ask(name: string): Promise<void> {
-  const resolver = new NodeResolver({ timeout: 2000, tries: 1 });
+  const resolver = new NodeResolver({ timeout: 10_000, tries: 1 });
   resolver.setServers([`127.0.0.1:${dnsStack.dns.listening.port}`]);
   await resolver.resolve4(name).catch(() => undefined);
 }

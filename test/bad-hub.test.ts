@@ -69,7 +69,7 @@ describe('a server that sends malformed gRPC messages', () => {
       [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`],
     );
     cleanups.push(() => agent.stop());
-    await waitUntil(() => replies.some((p) => p.type === PacketType.DIAL_RSP), 5000, 'a DIAL_RSP');
+    await waitUntil(() => replies.some((p) => p.type === PacketType.DIAL_RSP), 20_000, 'a DIAL_RSP');
     expect(replies.find((p) => p.type === PacketType.DIAL_RSP)?.dialResponse).toMatchObject({
       random: '17',
       error: 'dial tcp 127.0.0.1:1: connect: connection refused',

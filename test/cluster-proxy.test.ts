@@ -335,7 +335,7 @@ function scenario(label: string, skipped: string | undefined, startHub: () => Pr
           `${address} through the hub`,
         );
         expect(reply).toContain('hello from /exposed');
-        const resolver = new Resolver({ timeout: 2000, tries: 1 });
+        const resolver = new Resolver({ timeout: 10_000, tries: 1 });
         resolver.setServers([`127.0.0.1:${dnsPort}`]);
         expect(await resolver.resolve4(`web.default.${cluster}`)).toEqual([ip.web]);
         expect(await resolver.resolve4(cluster)).toEqual([ip.api]);

@@ -157,7 +157,7 @@ describe('rewritten names ("a CNAME to the FQDN, then the FQDN\'s A/AAAA records
   });
 
   it("works with Node's dns.Resolver over UDP", async () => {
-    const r = new NodeResolver({ timeout: 2000, tries: 1 });
+    const r = new NodeResolver({ timeout: 10_000, tries: 1 });
     r.setServers([`127.0.0.1:${port}`]);
     expect(await r.resolve4('web.prod.cluster1')).toEqual(['127.0.0.11']);
     expect(await r.resolve6('web.prod.cluster1')).toEqual(['::1']);
@@ -487,7 +487,7 @@ describe('debugging', () => {
     expect(entries[1]!.ms).toBeUndefined();
     const dgramOnly = await stack(upstream, { dnsBatchedUdp: false });
     try {
-      const resolver = new NodeResolver({ timeout: 2000, tries: 1 });
+      const resolver = new NodeResolver({ timeout: 10_000, tries: 1 });
       resolver.setServers([`127.0.0.1:${dgramOnly.dns.listening.port}`]);
       await resolver.resolve4('cluster1');
       expect(dgramOnly.dns.resolver.queryLog!.entries()).toEqual([
@@ -577,9 +577,9 @@ describe('debugging', () => {
         out,
         controller.signal,
       );
-      await waitUntil(() => text.includes('"name":"watched.cluster1"'), 5000, 'the held queries');
+      await waitUntil(() => text.includes('"name":"watched.cluster1"'), 20_000, 'the held queries');
       await dig('tailed.cluster1', 'A');
-      await waitUntil(() => text.includes('"name":"tailed.cluster1"'), 2000, 'the new query in the tail');
+      await waitUntil(() => text.includes('"name":"tailed.cluster1"'), 20_000, 'the new query in the tail');
       controller.abort();
       expect(await tail).toBe(0);
       expect(await runQueriesCommand(['--health-server-port=1'], out)).toBe(1);

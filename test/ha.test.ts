@@ -77,7 +77,7 @@ describe.each(['round-robin', 'random'] as const)('three replicas behind a %s ba
     const bPort = hubs[1]!.ports.agent;
     lb.setBackends([hubs[0]!.ports.agent, hubs[2]!.ports.agent]);
     await hubs[1]!.close();
-    await waitUntil(() => !agent.agent.clients.serverIDs().includes('server-b'), 5000, 'the stream to b to close');
+    await waitUntil(() => !agent.agent.clients.serverIDs().includes('server-b'), 20_000, 'the stream to b to close');
     expect(agent.agent.readiness.check()).toBeUndefined();
     await echoThrough(hubs[0]!, echo);
     await echoThrough(hubs[2]!, echo);
@@ -170,7 +170,7 @@ describe('hub lifecycle', () => {
     cleanups.push(() => Promise.all([a.close(), b.close()]));
     const agent = startAgent([`localhost:${a.ports.agent}`, `localhost:${b.ports.agent}`], agentFlags, { resolve });
     cleanups.push(() => agent.stop());
-    await agent.ready(2, 5000);
+    await agent.ready(2, 20_000);
     expect(new Set(agent.agent.clients.serverIDs())).toEqual(new Set(['a', 'b']));
   });
 });

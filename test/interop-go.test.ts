@@ -439,7 +439,7 @@ function interopSuite(release: AnpRelease): void {
         const drainSeen = release.modern
           ? /"agent is draining" agentID="spoke-rules-agent"/
           : /"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-rules-agent"/;
-        await waitUntil(() => grpcServer.lines(drainSeen, from).length === 2, 5000, 'DRAIN on both streams');
+        await waitUntil(() => grpcServer.lines(drainSeen, from).length === 2, 20_000, 'DRAIN on both streams');
         expect(await echoRoundTrip(conn, Buffer.from('draining'))).toBe(sha256('draining'));
         conn.destroy();
         await drained;

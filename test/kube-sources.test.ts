@@ -119,7 +119,7 @@ async function dialEcho(host: string): Promise<string> {
 }
 
 async function rcode(name: string): Promise<string> {
-  const r = new NodeResolver({ timeout: 1000, tries: 1 });
+  const r = new NodeResolver({ timeout: 10_000, tries: 1 });
   r.setServers([`127.0.0.1:${dns.listening.port}`]);
   try {
     await r.resolve4(name);

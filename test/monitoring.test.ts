@@ -225,7 +225,7 @@ describe('every query names only metrics and labels the agent exports', () => {
     await expect(
       dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address: '127.0.0.2:80' }),
     ).rejects.toThrow();
-    const resolver = new Resolver({ timeout: 3000, tries: 1 });
+    const resolver = new Resolver({ timeout: 10_000, tries: 1 });
     resolver.setServers([`127.0.0.1:${dnsPort}`]);
     expect(await resolver.resolve4('db.cluster1')).toEqual(['127.0.0.1']);
     await expect(resolver.resolve4('elsewhere.test')).rejects.toMatchObject({ code: 'ESERVFAIL' });

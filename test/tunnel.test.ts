@@ -142,7 +142,7 @@ describe.each(modes)('through the %s frontend', (mode) => {
       expect(s).toBe(sha256(pattern(4096, i + 1)));
     });
     for (const c of conns) c.destroy();
-    await waitUntil(() => agent.agent.clients.connections()[0]!.connectionCount === 0, 5000, 'connections to close');
+    await waitUntil(() => agent.agent.clients.connections()[0]!.connectionCount === 0, 20_000, 'connections to close');
   }, 60_000);
 
   it('returns dial failures as errors and keeps serving', async () => {

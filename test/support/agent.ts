@@ -24,7 +24,7 @@ export function startAgent(targets: string[], flags: string[], deps: Partial<Age
   return {
     agent,
     stop: () => agent.stop(),
-    ready: (n = 1, timeoutMs = 10_000) =>
+    ready: (n = 1, timeoutMs = 30_000) =>
       waitUntil(() => agent.clients.healthyCount >= n, timeoutMs, `${n} server stream(s)`),
   };
 }
