@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentService, PacketType, type Packet } from '../proto/packets.js';
 import { startAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, agentTlsFlags } from './support/certs.js';
 import { readFileSync } from 'node:fs';
 import { waitUntil } from './support/wait.js';
 
@@ -64,10 +64,7 @@ describe('a server that sends malformed gRPC messages', () => {
         encode({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: '127.0.0.1:1', random: '17' } }),
       );
     });
-    const agent = startAgent(
-      [`localhost:${port}`],
-      [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`],
-    );
+    const agent = startAgent([`localhost:${port}`], [...agentTlsFlags(pki)]);
     cleanups.push(() => agent.stop());
     await waitUntil(() => replies.some((p) => p.type === PacketType.DIAL_RSP), 20_000, 'a DIAL_RSP');
     expect(replies.find((p) => p.type === PacketType.DIAL_RSP)?.dialResponse).toMatchObject({
@@ -86,13 +83,7 @@ describe('a server that sends malformed gRPC messages', () => {
     });
     const agent = startAgent(
       [`localhost:${port}`],
-      [
-        `--ca-cert=${pki.caCert}`,
-        `--agent-cert=${pki.clientCert}`,
-        `--agent-key=${pki.clientKey}`,
-        '--sync-interval=100ms',
-        '--sync-interval-cap=200ms',
-      ],
+      [...agentTlsFlags(pki), '--sync-interval=100ms', '--sync-interval-cap=200ms'],
     );
     cleanups.push(() => agent.stop());
     await waitUntil(() => streams >= 2, 10_000, 'a second stream');

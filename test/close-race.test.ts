@@ -7,11 +7,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { startAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 
 const pki = makePki();
-const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
+const tls = hubTls(pki);
 const cycles = 300;
 
 const cleanups: Array<() => unknown> = [];
@@ -47,11 +47,9 @@ describe.each([
       await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
       cleanups.push(() => new Promise((r) => target.close(r)));
       const server = await makeServer();
-      const agent = startAgent(
-        [`localhost:${server.agent}`],
-        [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`],
-        { resolve: async () => ['127.0.0.1'] },
-      );
+      const agent = startAgent([`localhost:${server.agent}`], [...agentTlsFlags(pki)], {
+        resolve: async () => ['127.0.0.1'],
+      });
       cleanups.push(() => agent.stop());
       await agent.ready(1);
       const frontendTls = server.mtls

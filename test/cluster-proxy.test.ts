@@ -28,7 +28,7 @@ import { kubeApiClient } from '../kube/config.js';
 import { RuleHolder } from '../rules/holder.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
-import { makePki, type TestPki } from './support/certs.js';
+import { makePki, type TestPki, hubTls } from './support/certs.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
@@ -365,11 +365,7 @@ function scenario(label: string, skipped: string | undefined, startHub: () => Pr
   );
 }
 
-const serverTls = () => ({
-  cert: readFileSync(pki.serverCert),
-  key: readFileSync(pki.serverKey),
-  ca: readFileSync(pki.caCert),
-});
+const serverTls = () => hubTls(pki);
 const clientTls = (): Pick<DialOptions, 'ca' | 'cert' | 'key'> => ({
   ca: readFileSync(pki.caCert),
   cert: readFileSync(pki.clientCert),

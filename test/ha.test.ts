@@ -1,23 +1,17 @@
 // High availability against several hub replicas behind one loopback balancer: one stream per
 // replica, failover, reconnect after a replica returns, and a hub that is down at start.
-import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub, type ProxyHubOptions } from '../hub/proxy-server.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { pattern, sha256, startEchoServer, unusedPort, type Target } from './support/targets.js';
 import { TcpBalancer } from './support/tcp-balancer.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const pki = makePki();
-const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
-const agentFlags = [
-  `--ca-cert=${pki.caCert}`,
-  `--agent-cert=${pki.clientCert}`,
-  `--agent-key=${pki.clientKey}`,
-  '--agent-identifiers=host=echo.cluster1',
-];
+const tls = hubTls(pki);
+const agentFlags = [...agentTlsFlags(pki), '--agent-identifiers=host=echo.cluster1'];
 const resolve = async () => ['127.0.0.1'];
 
 const cleanups: Array<() => unknown> = [];

@@ -5,13 +5,13 @@
 // /proxy-agent for cluster-proxy, --help, and the agent itself tunnelling through a hub on this
 // machine's loopback, in a bare container without /etc/resolv.conf. Prints the build time and the size.
 // Needs buildah, podman, runc and debootstrap (.ci/run installs them) and root; skipped with a note elsewhere.
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ProxyHub } from '../hub/proxy-server.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls } from './support/certs.js';
 import { engine, engineEnv, engineProblem } from './support/containers.js';
 import { buildImage, megabytes, type BuiltImage } from './support/image.js';
 import { run } from './support/processes.js';
@@ -126,11 +126,7 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
         chmodSync(join(creds, to), 0o644);
       }
       chmodSync(creds, 0o755);
-      const tls = {
-        cert: readFileSync(pki.serverCert),
-        key: readFileSync(pki.serverKey),
-        ca: readFileSync(pki.caCert),
-      };
+      const tls = hubTls(pki);
       hub = await ProxyHub.start({
         agentPort: 0,
         serverPort: null,

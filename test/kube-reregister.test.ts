@@ -2,14 +2,13 @@
 // re-registers each time the served names change, and a stream of dials through the client library
 // keeps succeeding across 20 changes, each made after a few dials of the load. Every new name becomes
 // dialable once registered.
-import { readFileSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { createLogger } from '../observability/log.js';
 import { parseRules, type RuleSet } from '../rules/rule-set.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { startRulesAgent, type RulesAgent } from './support/rules-agent.js';
 import { dialLoad, startEchoServer, type Target } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
@@ -40,10 +39,10 @@ beforeAll(async () => {
     agentPort: 0,
     serverPort: 0,
     proxyStrategies: ['destHost'],
-    agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+    agentTls: hubTls(pki),
     log,
   });
-  const tls = [`--ca-cert=${pki.caCert}`, `--agent-cert=${pki.clientCert}`, `--agent-key=${pki.clientKey}`];
+  const tls = [...agentTlsFlags(pki)];
   spoke = startRulesAgent(
     `localhost:${hub.ports.agent}`,
     [...tls, '--agent-id=spoke-1', '--drain-timeout=5s', '--sync-interval=100ms'],

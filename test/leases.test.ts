@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makePki, type TestPki } from './support/certs.js';
+import { makePki, type TestPki, agentTlsFlags } from './support/certs.js';
 import { anpReleases, GoServer, httpText } from './support/go-proxy-server.js';
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { repoRoot, runCli, type Child } from './support/processes.js';
@@ -59,9 +59,7 @@ async function startAgent(target: number, flags: string[] = []): Promise<Agent> 
   // prettier-ignore
   const child = runCli([
     `--proxy-server-host=127.0.0.1:${target}`,
-    `--ca-cert=${pki.caCert}`,
-    `--agent-cert=${pki.clientCert}`,
-    `--agent-key=${pki.clientKey}`,
+    ...agentTlsFlags(pki),
     '--count-server-leases',
     `--kubeconfig=${kube.kubeconfig(agentUser)}`,
     '--sync-interval=500ms',

@@ -12,7 +12,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packets.js';
 import { defaultStallMs } from '../agent/connection-table.js';
 import { startAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { ManualClock } from './support/manual-clock.js';
 import { pattern, startHttpServer, unusedPort, type Target } from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
@@ -23,18 +23,13 @@ afterEach(async () => {
 });
 
 const pki = makePki();
-const tls = (p = pki) => ({
-  cert: readFileSync(p.serverCert),
-  key: readFileSync(p.serverKey),
-  ca: readFileSync(p.caCert),
-});
 
 async function startHub(extra: Parameters<typeof ProxyHub.start>[0] = {}): Promise<ProxyHub> {
   const hub = await ProxyHub.start({
     agentPort: 0,
     serverPort: 0,
     proxyStrategies: ['destHost'],
-    agentTls: tls(),
+    agentTls: hubTls(pki),
     ...extra,
   });
   cleanups.push(() => hub.close());
@@ -86,9 +81,7 @@ async function spawnAgent(hub: ProxyHub) {
       'cmd/main.ts',
       '--proxy-server-host=localhost',
       `--proxy-server-port=${hub.ports.agent}`,
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
+      ...agentTlsFlags(pki),
       '--agent-identifiers=host=127.0.0.1',
       `--health-server-port=${healthPort}`,
       '--health-server-host=127.0.0.1',
@@ -181,13 +174,7 @@ describe('a target that stops reading', () => {
     const clock = new ManualClock();
     const agent = startAgent(
       [`localhost:${hub.ports.agent}`],
-      [
-        `--ca-cert=${pki.caCert}`,
-        `--agent-cert=${pki.clientCert}`,
-        `--agent-key=${pki.clientKey}`,
-        '--agent-identifiers=host=127.0.0.1',
-        '--max-connection-buffer=4194304',
-      ],
+      [...agentTlsFlags(pki), '--agent-identifiers=host=127.0.0.1', '--max-connection-buffer=4194304'],
       { clock },
     );
     cleanups.push(() => agent.stop());
@@ -247,7 +234,7 @@ describe('credentials rotated on disk', () => {
     // The hub trusts client certificates of both CAs, as during a rotation.
     const tokens: string[] = [];
     const hub = await startHub({
-      agentTls: { ...tls(), ca: Buffer.concat([readFileSync(pki.caCert), readFileSync(next.caCert)]) },
+      agentTls: { ...hubTls(pki), ca: Buffer.concat([readFileSync(pki.caCert), readFileSync(next.caCert)]) },
       validateAgentToken: async (t) => void tokens.push(t),
     });
     const dir = pki.dir;

@@ -6,14 +6,13 @@
 // file system (skipped with a note otherwise). On cgroup v1 the kernel's socket buffers are not
 // charged to the cgroup (v2 charges them): there the test bounds what the agent itself holds.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { memoryCgroup } from './support/cgroup.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { buildDist, run, type Child } from './support/processes.js';
 import { sampleValue } from './support/promql.js';
 import { pattern, sha256, unusedPort } from './support/targets.js';
@@ -107,7 +106,7 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
       agentPort: 0,
       serverPort: 0,
       proxyStrategies: ['destHost'],
-      agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+      agentTls: hubTls(pki),
     });
     cleanups.push(() => hub.close());
     const sink = await hashTarget();
@@ -132,9 +131,7 @@ describe.skipIf(typeof cgroup === 'string')('the built agent under the DaemonSet
     const [command, args] = cg.wrap(process.execPath, [
       entry,
       `--proxy-server-host=127.0.0.1:${hub.ports.agent}`,
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
+      ...agentTlsFlags(pki),
       '--agent-identifiers=host=127.0.0.1',
       '--health-server-host=127.0.0.1',
       `--health-server-port=${healthPort}`,

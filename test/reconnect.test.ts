@@ -3,25 +3,19 @@
 // down gets one TCP connection per attempt, no more. Against our hub, and against the Go proxy-server
 // when its binary is at hand (ANP_BIN_DIR, else the refs helper's cache). How soon and how often the
 // agent tries is agent/clientset.test.ts's (on a ManualClock) and the bench's (bench/reconnect.ts, fleet.ts).
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 import { establishedConnections } from './support/sockets.js';
 import { unusedPort } from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const pki = makePki();
-const tls = { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) };
-const agentFlags = [
-  `--ca-cert=${pki.caCert}`,
-  `--agent-cert=${pki.clientCert}`,
-  `--agent-key=${pki.clientKey}`,
-  '--agent-identifiers=host=localhost',
-];
+const tls = hubTls(pki);
+const agentFlags = [...agentTlsFlags(pki), '--agent-identifiers=host=localhost'];
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -3,13 +3,12 @@
 // and stays open while the hub still routes dials to it, serving each; it closes a quiet second after the
 // last one, and never while a connection through it is open. The agent's waits run on a ManualClock:
 // the quiet second passes when the test says so, whatever the machine's load.
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
 import { ProxyHub } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packet-types.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { ManualClock } from './support/manual-clock.js';
 import { echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
 import { waitUntil } from './support/wait.js';
@@ -26,17 +25,11 @@ beforeAll(async () => {
     agentPort: 0,
     serverPort: 0,
     proxyStrategies: ['destHost'],
-    agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+    agentTls: hubTls(pki),
   });
   agent = startAgent(
     [`localhost:${hub.ports.agent}`],
-    [
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
-      '--agent-id=retiring',
-      '--drain-timeout=20s',
-    ],
+    [...agentTlsFlags(pki), '--agent-id=retiring', '--drain-timeout=20s'],
     {
       identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
       resolve: async () => ['127.0.0.1'],
@@ -124,23 +117,14 @@ describe('a retired stream', () => {
       agentPort: 0,
       serverPort: 0,
       proxyStrategies: ['destHost', 'default'],
-      agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+      agentTls: hubTls(pki),
     });
     const drainClock = new ManualClock();
-    const draining = startAgent(
-      [`localhost:${both.ports.agent}`],
-      [
-        `--ca-cert=${pki.caCert}`,
-        `--agent-cert=${pki.clientCert}`,
-        `--agent-key=${pki.clientKey}`,
-        '--agent-id=draining',
-      ],
-      {
-        identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
-        resolve: async () => ['127.0.0.1'],
-        clock: drainClock,
-      },
-    );
+    const draining = startAgent([`localhost:${both.ports.agent}`], [...agentTlsFlags(pki), '--agent-id=draining'], {
+      identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
+      resolve: async () => ['127.0.0.1'],
+      clock: drainClock,
+    });
     try {
       await draining.ready(1, 30_000);
       await waitUntil(() => both.agents().length === 2, 30_000, 'both streams');

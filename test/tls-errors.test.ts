@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProxyHub } from '../hub/proxy-server.js';
-import { makePki } from './support/certs.js';
+import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { runCli, type Child } from './support/processes.js';
 
 const cleanups: Array<() => unknown> = [];
@@ -13,13 +13,8 @@ afterEach(async () => {
 });
 
 const pki = makePki();
-const tls = (p = pki) => ({
-  cert: readFileSync(p.serverCert),
-  key: readFileSync(p.serverKey),
-  ca: readFileSync(p.caCert),
-});
 
-async function hub(agentTls = tls()): Promise<ProxyHub> {
+async function hub(agentTls = hubTls(pki)): Promise<ProxyHub> {
   const h = await ProxyHub.start({ agentPort: 0, serverPort: null, agentTls });
   cleanups.push(() => h.close());
   return h;
@@ -43,11 +38,7 @@ function agent(host: string, port: number, flags: string[]): Child {
   return child;
 }
 
-const clientFlags = (p = pki) => [
-  `--ca-cert=${p.caCert}`,
-  `--agent-cert=${p.clientCert}`,
-  `--agent-key=${p.clientKey}`,
-];
+const clientFlags = (p = pki) => [...agentTlsFlags(p)];
 
 /** The `error` of the first "cannot connect to proxy-server" log line. */
 async function connectError(child: Child): Promise<string> {
@@ -66,7 +57,7 @@ describe('TLS to the proxy-server, as the agent process reports it', () => {
 
   it('a server certificate not signed by --ca-cert: names the certificate, its issuer, the flag and the CAs in it', async () => {
     const other = makePki();
-    const h = await hub(tls(other));
+    const h = await hub(hubTls(other));
     const child = agent('localhost', h.ports.agent, clientFlags());
     const error = await connectError(child);
     expect(error).toContain(`the proxy-server localhost:${h.ports.agent} presented a certificate (subject CN=server`);

@@ -1,6 +1,6 @@
 // End to end through real sockets on loopback: hub client -> local hub (gRPC and HTTP CONNECT
 // frontends) -> agent over mTLS -> real TCP and HTTP targets.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService } from '../proto/packets.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
-import { makePki, type TestPki } from './support/certs.js';
+import { makePki, type TestPki, hubTls, agentTlsFlags } from './support/certs.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, startHttpServer, type Target } from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
@@ -69,7 +69,7 @@ beforeAll(async () => {
     serverPort: 0,
     httpConnectPort: 0,
     proxyStrategies: ['destHost'],
-    agentTls: { cert: readFileSync(pki.serverCert), key: readFileSync(pki.serverKey), ca: readFileSync(pki.caCert) },
+    agentTls: hubTls(pki),
     validateAgentToken: async (token) => {
       tokens.push(token);
     },
@@ -79,9 +79,7 @@ beforeAll(async () => {
   agent = startAgent(
     [`localhost:${hub.ports.agent}`],
     [
-      `--ca-cert=${pki.caCert}`,
-      `--agent-cert=${pki.clientCert}`,
-      `--agent-key=${pki.clientKey}`,
+      ...agentTlsFlags(pki),
       `--service-account-token-path=${tokenFile}`,
       '--agent-identifiers=host=echo.cluster1&host=web.prod.cluster1&host=127.0.0.1&host=nosuch.cluster1&host=slow.cluster1',
       '--dial-timeout=400ms',
