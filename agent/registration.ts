@@ -168,7 +168,14 @@ export class Registration {
       // Quiet since the DRAIN too: the server routes here until it has read it.
       const quietFor = clock.now() - Math.max(this.lastDialAt, this.drainedAt);
       const left = deadline - clock.now();
-      if (left <= 0) break;
+      if (left <= 0) {
+        if (!this.table.isIdle)
+          this.opts.log.warn(
+            { identifiers: this.opts.identifiers || undefined, connections: this.table.connectionCount, timeoutMs },
+            'retirement timed out: closing the stream with connections still open',
+          );
+        break;
+      }
       if (this.table.isIdle && quietFor >= this.opts.quietMs) break;
       // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
       const wait = this.table.isIdle ? this.opts.quietMs - quietFor : left;

@@ -351,15 +351,14 @@ function scenario(label: string, skipped: string | undefined, startHub: () => Pr
 
       it('drains on SIGTERM: an open connection finishes, then the agent exits 0 well inside the 40 s grace period', async () => {
         const conn = await hub.dial(`web.default.${cluster}:${web.port}`);
-        const t0 = Date.now();
         agent.kill('SIGTERM');
-        await agent.waitFor(/draining/, 10_000);
+        await agent.waitFor(/draining/, 20_000);
         expect(await httpGet(conn, '/during-drain')).toContain('hello from /during-drain');
         const { code } = await agent.exited;
-        const ms = Date.now() - t0;
-        expect(code, agent.stdout() + agent.stderr()).toBe(0);
-        expect(ms).toBeLessThan(20_000);
-        console.info(`cluster-proxy.test.ts (${label}): SIGTERM to exit ${ms} ms`);
+        const output = agent.stdout() + agent.stderr();
+        expect(code, output).toBe(0);
+        // It exited once the connection finished, not at --drain-timeout (30 s, inside the 40 s grace).
+        expect(output).not.toMatch(/retirement timed out/);
       });
     },
   );

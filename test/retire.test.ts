@@ -3,9 +3,10 @@
 // and stays open while the hub still routes dials to it, serving each; it closes a quiet second after the
 // last one, and never while a connection through it is open. The agent's waits run on a ManualClock:
 // the quiet second passes when the test says so, whatever the machine's load.
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialThroughProxy } from '../client/dial.js';
-import { ProxyHub } from '../hub/proxy-server.js';
+import { ProxyHub, type ProxyHubOptions } from '../hub/proxy-server.js';
 import { PacketType } from '../proto/packet-types.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
@@ -110,31 +111,44 @@ describe('a retired stream', () => {
     expect(hub.counters.firstStreamRemovedBeforeOthers).toBe(0);
   }, 120_000);
 
-  it("when the agent drains, a connection on a rule's stream keeps the connection open, and the first stream retires last", async () => {
-    // The default strategy too: it keys every stream by agentID, so the first stream must go last.
+  /** A second agent, with a stream per rule and its own clock, on a hub of its own; a connection held through the rule's stream. */
+  async function drainingWithConnection(strategies: ProxyHubOptions['proxyStrategies']) {
     const pki = makePki();
     const both = await ProxyHub.start({
       agentPort: 0,
       serverPort: 0,
-      proxyStrategies: ['destHost', 'default'],
+      proxyStrategies: strategies,
       agentTls: hubTls(pki),
     });
     const drainClock = new ManualClock();
+    const lines: Array<Record<string, unknown>> = [];
     const draining = startAgent([`localhost:${both.ports.agent}`], [...agentTlsFlags(pki), '--agent-id=draining'], {
       identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
       resolve: async () => ['127.0.0.1'],
       clock: drainClock,
+      log: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }),
     });
+    await draining.ready(1, 30_000);
+    await waitUntil(() => both.agents().length === 2, 30_000, 'both streams');
+    const held = await dialThroughProxy({
+      mode: 'grpc',
+      proxyHost: '127.0.0.1',
+      proxyPort: both.ports.server!,
+      address: `rule.cluster2:${echo.port}`,
+      timeoutMs: 30_000,
+    });
+    const stop = async () => {
+      held.destroy();
+      draining.stop();
+      await both.close();
+    };
+    return { both, drainClock, lines, draining, held, stop };
+  }
+
+  it("when the agent drains, a connection on a rule's stream keeps the connection open, and the first stream retires last", async () => {
+    // The default strategy too: it keys every stream by agentID, so the first stream must go last.
+    const { both, drainClock, draining, held, stop } = await drainingWithConnection(['destHost', 'default']);
     try {
-      await draining.ready(1, 30_000);
-      await waitUntil(() => both.agents().length === 2, 30_000, 'both streams');
-      const held = await dialThroughProxy({
-        mode: 'grpc',
-        proxyHost: '127.0.0.1',
-        proxyPort: both.ports.server!,
-        address: `rule.cluster2:${echo.port}`,
-        timeoutMs: 5000,
-      });
       let done = false;
       const drained = draining.agent.clients.drain(20_000).then(() => (done = true));
       // Both streams sent DRAIN at once, the idle first one's too.
@@ -150,8 +164,26 @@ describe('a retired stream', () => {
       expect(both.agents()).toEqual([]);
       expect(both.counters.firstStreamRemovedBeforeOthers).toBe(0);
     } finally {
-      draining.stop();
-      await both.close();
+      await stop();
+    }
+  });
+
+  it('closes a stream whose connection outlasts the drain timeout, and says so', async () => {
+    const { both, drainClock, lines, draining, stop } = await drainingWithConnection(['destHost']);
+    try {
+      const drained = draining.agent.clients.drain(20_000);
+      await waitUntil(() => both.agents().every((a) => a.draining), 30_000, 'DRAIN on both streams');
+      await drainClock.advance(20_000);
+      await drained;
+      expect(lines).toContainEqual(
+        expect.objectContaining({
+          msg: 'retirement timed out: closing the stream with connections still open',
+          identifiers: 'host=rule.cluster2',
+          connections: 1,
+        }),
+      );
+    } finally {
+      await stop();
     }
   });
 });
