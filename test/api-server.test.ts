@@ -92,25 +92,27 @@ interface Call {
 }
 
 /** A request over TLS that trusts the serving CA, with the client certificate and headers given. */
-function call(path: string, { cert, headers = {} }: Call = {}): Promise<{ status: number; body: Obj }> {
+/** A request to the API server over TLS, as `cert` with `headers`. */
+function requestTo(path: string, { cert, headers = {} }: Call): https.RequestOptions {
+  return {
+    host: '127.0.0.1',
+    port: server.port,
+    path,
+    ca: readFileSync(pki.caCert),
+    cert: cert?.cert,
+    key: cert?.key,
+    headers,
+    agent: false,
+  };
+}
+
+function call(path: string, as: Call = {}): Promise<{ status: number; body: Obj }> {
   return new Promise((resolve, reject) => {
-    const req = https.request(
-      {
-        host: '127.0.0.1',
-        port: server.port,
-        path,
-        ca: readFileSync(pki.caCert),
-        cert: cert?.cert,
-        key: cert?.key,
-        headers,
-        agent: false,
-      },
-      (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) as Obj }));
-      },
-    );
+    const req = https.request(requestTo(path, as), (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) as Obj }));
+    });
     req.on('error', reject);
     req.end();
   });
@@ -126,37 +128,25 @@ async function ask(name: string): Promise<void> {
 }
 
 /** A watch over TLS: its events, one JSON object a line, as they come. */
-function watchEvents(path: string, { cert, headers = {} }: Call) {
+function watchEvents(path: string, as: Call) {
   const events: Obj[] = [];
   const waiters: Array<() => void> = [];
   let req!: http.ClientRequest;
   const opened = new Promise<void>((resolveOpened, reject) => {
-    req = https.request(
-      {
-        host: '127.0.0.1',
-        port: server.port,
-        path,
-        ca: readFileSync(pki.caCert),
-        cert: cert?.cert,
-        key: cert?.key,
-        headers,
-        agent: false,
-      },
-      (res) => {
-        expect(res.statusCode).toBe(200);
-        resolveOpened();
-        let text = '';
-        res.on('data', (c: Buffer) => {
-          text += c.toString();
-          for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n')) {
-            events.push(JSON.parse(text.slice(0, nl)) as Obj);
-            text = text.slice(nl + 1);
-          }
-          for (const w of waiters.splice(0)) w();
-        });
-        res.on('end', () => doneResolve());
-      },
-    );
+    req = https.request(requestTo(path, as), (res) => {
+      expect(res.statusCode).toBe(200);
+      resolveOpened();
+      let text = '';
+      res.on('data', (c: Buffer) => {
+        text += c.toString();
+        for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n')) {
+          events.push(JSON.parse(text.slice(0, nl)) as Obj);
+          text = text.slice(nl + 1);
+        }
+        for (const w of waiters.splice(0)) w();
+      });
+      res.on('end', () => doneResolve());
+    });
     req.on('error', reject);
     req.end();
   });

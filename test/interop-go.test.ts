@@ -206,9 +206,10 @@ function interopSuite(release: AnpRelease): void {
       }
     });
 
-    it('the Go test-client gets its page in grpc mode, by host name and by IP, 20 requests each', async () => {
+    /** The Go test-client through `server`, by host name and by IP: 20 pages each. */
+    const twentyPagesEach = async (server: GoServer) => {
       for (const host of ['localhost', '127.0.0.1']) {
-        const { code, output } = await testClient(grpcServer, [
+        const { code, output } = await testClient(server, [
           `--request-host=${host}`,
           `--request-port=${web.port}`,
           '--request-path=success',
@@ -217,22 +218,17 @@ function interopSuite(release: AnpRelease): void {
         expect(code, output).toBe(0);
         expect(output.match(/hello from \/success/g)?.length, output).toBe(20);
       }
+    };
+
+    it('the Go test-client gets its page in grpc mode, by host name and by IP, 20 requests each', async () => {
+      await twentyPagesEach(grpcServer);
       expect(
         grpcServer.lines(/"Get the backend through the DestHostBackendManager" destHost="localhost"/).length,
       ).toBeGreaterThan(0);
     });
 
     it('the Go test-client gets its page in http-connect mode, by host name and by IP, 20 requests each', async () => {
-      for (const host of ['localhost', '127.0.0.1']) {
-        const { code, output } = await testClient(connectServer, [
-          `--request-host=${host}`,
-          `--request-port=${web.port}`,
-          '--request-path=success',
-          '--test-requests=20',
-        ]);
-        expect(code, output).toBe(0);
-        expect(output.match(/hello from \/success/g)?.length, output).toBe(20);
-      }
+      await twentyPagesEach(connectServer);
     });
 
     it("the Go test-client sees the agent's refusal text (grpc) and a 502 (http-connect)", async () => {
