@@ -107,14 +107,14 @@ describe.skipIf(missing.length > 0)(
       await kube?.close();
     });
 
-    it("without RBAC for Leases: one warning naming the Role, ready by the header's count; the Leases count within 30 s of the RoleBinding", async () => {
+    it("without RBAC for Leases: one warning naming the Role, ready by the header's count; the Leases count once the RoleBinding exists", async () => {
       agent = await startAgent(balancer.port);
       // Ready at once (the Go v0.36 agent blocks on the Lease cache), with the header's count.
       expect(await agent.metric(known)).toBe(1);
       await waitUntilAsync(
         async () =>
           /lease_lists_total\{http_response_code="403",reason="Forbidden"\} [1-9]/.test(await agent.metrics()),
-        15_000,
+        30_000,
         'a refused Lease list',
       );
       const warnings = () =>
