@@ -54,23 +54,29 @@ function io() {
   return { io: { stdin, stdout, stderr }, stdin, out: () => out, err: () => err };
 }
 
+/** A hub with TLS frontends (HTTP CONNECT on `httpConnectPort`), an agent on it, and an echo target. */
+async function hubWithAgent(httpConnectPort: number | null) {
+  const pki = makePki();
+  const hub = await ProxyHub.start({
+    agentPort: 0,
+    serverPort: 0,
+    httpConnectPort,
+    agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+    frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
+  });
+  cleanups.push(() => hub.close());
+  const echo = await startEchoServer();
+  cleanups.push(() => echo.close());
+  agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
+  await hub.waitForAgent();
+  return { pki, hub, echo };
+}
+
 describe('spoke-agent dial', () => {
   it.each(['grpc', 'http-connect'] as const)(
     'pipes stdin and stdout through the tunnel with --mode=%s and mTLS',
     async (mode) => {
-      const pki = makePki();
-      const hub = await ProxyHub.start({
-        agentPort: 0,
-        serverPort: 0,
-        httpConnectPort: 0,
-        agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
-        frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
-      });
-      cleanups.push(() => hub.close());
-      const echo = await startEchoServer();
-      cleanups.push(() => echo.close());
-      agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
-      await hub.waitForAgent();
+      const { pki, hub, echo } = await hubWithAgent(0);
       const t = io();
       const port = mode === 'grpc' ? hub.ports.server! : hub.ports.httpConnect!;
       const code = runDialCommand(
@@ -100,19 +106,7 @@ describe('spoke-agent dial', () => {
     const onWarning = (w: Error & { code?: string }) => warnings.push(`${w.code ?? w.name}: ${w.message}`);
     process.on('warning', onWarning);
     cleanups.push(() => process.off('warning', onWarning));
-    const pki = makePki();
-    const hub = await ProxyHub.start({
-      agentPort: 0,
-      serverPort: 0,
-      httpConnectPort: null,
-      agentTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
-      frontendTls: readPair(pki.serverCert, pki.serverKey, pki.caCert),
-    });
-    cleanups.push(() => hub.close());
-    const echo = await startEchoServer();
-    cleanups.push(() => echo.close());
-    agent(hub.ports.agent, grpc.credentials.createSsl(read(pki.caCert), read(pki.clientKey), read(pki.clientCert)));
-    await hub.waitForAgent();
+    const { pki, hub, echo } = await hubWithAgent(null);
     const tls = [`--ca-cert=${pki.caCert}`, `--client-cert=${pki.clientCert}`, `--client-key=${pki.clientKey}`];
     const t = io();
     const code = runDialCommand(
