@@ -94,9 +94,8 @@ describe('re-registration', () => {
       );
       await echoThrough(`gen${g}.cluster1`);
     }
-    const { ok, failures } = await load.stop();
+    const { failures } = await load.stop();
     expect(failures).toEqual([]);
-    expect(ok).toBeGreaterThanOrEqual(60);
     // one connection all along; the streams of the names gone drained and closed: the agent's own,
     // stable.cluster1's and gen20's are left
     expect(spoke.agent.agent.clients.connections()).toEqual([conn]);
