@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { dialFlags } from '../cmd/dial-command.js';
-import { repoRoot, run, runCli, type Child } from './support/processes.js';
+import { lineThroughDial, repoRoot, run, runCli, type Child } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
 import { startEchoServer, type Target } from './support/targets.js';
 
@@ -41,18 +41,9 @@ describe('spoke-agent --help', () => {
 describe('spoke-agent dial through the local hub of `spoke-agent`', () => {
   it.each(['grpc', 'http-connect'] as const)('--mode=%s reaches an echo server and exits 0', async (mode) => {
     const port = mode === 'grpc' ? ports.grpc : ports.httpConnect;
-    const dial = runCli([
-      'dial',
-      `--mode=${mode}`,
-      '--proxy-host=127.0.0.1',
-      `--proxy-port=${port}`,
-      '--close-on-eof',
-      echo.address,
-    ]);
-    dial.write('ping\n');
-    await expect.poll(() => dial.stdout(), { timeout: 20_000 }).toBe('ping\n');
-    dial.end();
-    expect((await dial.exited).code, dial.stderr()).toBe(0);
+    const r = await lineThroughDial([`--mode=${mode}`, '--proxy-host=127.0.0.1', `--proxy-port=${port}`], echo.address);
+    expect(r.stdout, r.stderr).toBe('ping\n');
+    expect(r.code, r.stderr).toBe(0);
   });
 
   it.each(['grpc', 'http-connect'] as const)(

@@ -9,7 +9,7 @@ import { dialThroughProxy } from '../client/dial.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
-import { runCli } from './support/processes.js';
+import { lineThroughDial, runCli } from './support/processes.js';
 import { missingBinariesNote } from './support/reference-bins.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, type Target } from './support/targets.js';
 
@@ -73,17 +73,9 @@ describe.skipIf(!binDir)('the Go proxy-server on a Unix socket (--uds-name), rea
   it.each(['grpc', 'http-connect'] as const)(
     'spoke-agent dial --proxy-uds --mode=%s pipes stdin through and exits 0',
     async (mode) => {
-      const dial = runCli([
-        'dial',
-        `--mode=${mode}`,
-        `--proxy-uds=${servers[mode].uds!}`,
-        '--close-on-eof',
-        echo.address,
-      ]);
-      dial.write('ping\n');
-      await expect.poll(() => dial.stdout(), { timeout: 20_000 }).toBe('ping\n');
-      dial.end();
-      expect((await dial.exited).code, dial.stderr()).toBe(0);
+      const r = await lineThroughDial([`--mode=${mode}`, `--proxy-uds=${servers[mode].uds!}`], echo.address);
+      expect(r.stdout, r.stderr).toBe('ping\n');
+      expect(r.code, r.stderr).toBe(0);
     },
   );
 

@@ -16,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitUntil } from './wait.js';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -136,6 +137,24 @@ export function buildDist(): string {
 /** `spoke-agent ARGS` from source, as `npm start -- ARGS` runs it. */
 export function runCli(args: string[], opts: SpawnOptions = {}): Child {
   return run(process.execPath, ['--import', 'tsx', join(repoRoot, 'cmd/main.ts'), ...args], { cwd: repoRoot, ...opts });
+}
+
+/**
+ * `spoke-agent dial FLAGS --close-on-eof ADDRESS` to an echo target: writes a line, waits (20 s at most)
+ * for it to come back, closes stdin; what came back and how the command exited.
+ */
+export async function lineThroughDial(
+  flags: string[],
+  address: string,
+): Promise<{ stdout: string; stderr: string; code: number | null }> {
+  const dial = runCli(['dial', ...flags, '--close-on-eof', address]);
+  let exited = false;
+  void dial.exited.then(() => (exited = true));
+  dial.write('ping\n');
+  await waitUntil(() => dial.stdout() === 'ping\n' || exited, 20_000, 'the line echoed');
+  dial.end();
+  const { code } = await dial.exited;
+  return { stdout: dial.stdout(), stderr: dial.stderr(), code };
 }
 
 /**
