@@ -7,6 +7,10 @@ import type { Logger } from '../observability/log.js';
 import type { ReadinessCheck } from '../observability/health-server.js';
 import { BufferBudget, defaultBufferBudget } from './buffer-budget.js';
 import { ClientSet } from './clientset.js';
+import { DialLog } from './dial-log.js';
+import { DialRecorder } from './dial-recorder.js';
+import { DialTraffic } from './dial-traffic.js';
+import { RefusalAudit } from './refusal-audit.js';
 import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
@@ -33,6 +37,8 @@ export class Agent {
   readonly metrics: AgentMetrics;
   readonly clients: ClientSet;
   readonly budget: BufferBudget;
+  /** The dial log; undefined with --dial-log-size=0. */
+  readonly dialLog: DialLog | undefined;
   /** The agent's own identifiers and the rule names' groups it registers. */
   readonly identifiers: { own: string; groups: readonly string[] };
   /** The container's memory limit in bytes, when there is one. */
@@ -54,6 +60,19 @@ export class Agent {
       metrics: this.metrics,
       log: deps.log,
     });
+    const metrics = this.metrics;
+    this.dialLog =
+      options.dialLogSize > 0
+        ? new DialLog({
+            size: options.dialLogSize,
+            onSkipped: (reason, n) => metrics.dialLogSkipped.inc({ reason }, n),
+          })
+        : undefined;
+    const dials = new DialRecorder(
+      new DialTraffic(this.registry),
+      new RefusalAudit(deps.log, deps.clock ?? systemClock, this.registry),
+      this.dialLog,
+    );
     this.clients = new ClientSet({
       targets,
       credentials: options,
@@ -79,6 +98,7 @@ export class Agent {
           authorize: deps.authorize,
           sharedReads: true,
         }),
+      dials,
       metrics: this.metrics,
       log: deps.log,
       clock: deps.clock,

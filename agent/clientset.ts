@@ -12,6 +12,7 @@ import { sleep, systemClock, type Clock } from '../clock/clock.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { CredentialLoader, type CredentialFiles } from './credentials.js';
+import type { DialRecorder } from './dial-recorder.js';
 import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
@@ -36,6 +37,8 @@ export interface ClientSetOptions {
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;
   dial: Dial;
+  /** Where each dial is told (connection-table.ts). */
+  dials?: DialRecorder;
   maxBuffer: number;
   budget: BufferBudget;
   metrics: AgentMetrics;
@@ -241,6 +244,7 @@ export class ClientSet {
         keepaliveMs: this.opts.keepaliveMs,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
+        dials: this.opts.dials,
         maxBuffer: this.opts.maxBuffer,
         budget: this.opts.budget,
         connectIDs: () => String(this.nextConnectID++),

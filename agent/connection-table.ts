@@ -6,12 +6,25 @@ import type { Clock } from '../clock/clock.js';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
+import { DialRecord, type DialResult } from './dial-log.js';
+import type { DialRecorder } from './dial-recorder.js';
+import type { RuleTraffic } from './dial-traffic.js';
 import { DialCancel, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
 export type Dial = (address: string, cancel: DialCancel) => Promise<Duplex>;
+
+/** A dial in progress: its cancel hook, and what its record starts from. */
+class PendingDial extends DialCancel {
+  /** When the DIAL_REQ arrived: ms since the epoch, and performance.now(). */
+  readonly time = Date.now();
+  readonly started = performance.now();
+  constructor(readonly destination: string) {
+    super();
+  }
+}
 
 /** How long a target over its budget may accept nothing before it counts as stopped. */
 export const defaultStallMs = 2000;
@@ -35,6 +48,10 @@ export interface ConnectionTableOptions {
   connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
+  /** Where each dial is told (per-rule metrics, the dial log, refusal audit lines). */
+  dials?: DialRecorder;
+  /** The proxy-server's ID this stream is to (known once the stream is open). */
+  server?: () => string;
 }
 
 /** A packet the codec could not decode; the stream survives it. */
@@ -44,7 +61,9 @@ export interface MalformedPacket {
 
 export class ConnectionTable {
   private nextConnectID = 1;
-  private readonly pending = new Map<string, DialCancel>();
+  private readonly pending = new Map<string, PendingDial>();
+  /** A connected dial's record and rule counts, until it closes (only with a recorder). */
+  private readonly records = new Map<EndpointConnection, { record: DialRecord; traffic: RuleTraffic }>();
   private readonly connections = new Map<string, EndpointConnection>();
   private readonly idleWaiters: Array<() => void> = [];
   /** Connections whose targets are slow but reading; while any exists the stream is paused. */
@@ -163,6 +182,7 @@ export class ConnectionTable {
         }
         this.pending.delete(random);
         cancel.cancel();
+        this.record(cancel, 'cancelled', 'cancelled by DIAL_CLS');
         this.opts.metrics.dialCancellations.inc();
         this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
         this.notifyIfIdle();
@@ -188,9 +208,9 @@ export class ConnectionTable {
     }
     if (this.pending.has(random))
       return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
-    const cancel = new DialCancel();
+    const cancel = new PendingDial(address);
     this.pending.set(random, cancel);
-    const started = performance.now();
+    const { started } = cancel;
     this.opts.dial(address, cancel).then(
       (socket) => {
         if (this.pending.get(random) !== cancel) {
@@ -203,6 +223,11 @@ export class ConnectionTable {
         this.connections.set(connectID, conn);
         this.pending.delete(random);
         this.finishedDials.add(random);
+        const record = this.record(cancel, 'connected', undefined, connectID);
+        if (record) {
+          conn.traffic = record.traffic;
+          this.records.set(conn, record);
+        }
         // The answer first: the hub's client waits on it. Node writes it in this turn of the event
         // loop's check phase; what does not need to come before it runs just after (nothing for this
         // connection, from the server or the target, can arrive in between: that is the next turn's I/O).
@@ -220,11 +245,31 @@ export class ConnectionTable {
         const reason = err instanceof TargetDialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
+        this.record(cancel, reason === 'denied' ? 'refused' : reason === 'cancelled' ? 'cancelled' : 'error', message);
         this.opts.log.info({ random, address, error: message }, 'dial failed');
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });
         this.notifyIfIdle();
       },
     );
+  }
+
+  /** Tells the recorder how a dial settled; for a connected one, returns what its close will need. */
+  private record(
+    dial: PendingDial,
+    result: DialResult,
+    reason: string | undefined,
+    connectID?: string,
+  ): { record: DialRecord; traffic: RuleTraffic } | undefined {
+    if (!this.opts.dials) return undefined;
+    const record = new DialRecord(dial.time, dial.started, this.opts.server?.() ?? '', dial.destination);
+    record.connectID = connectID;
+    record.rule = dial.rule;
+    record.name = dial.name;
+    record.address = dial.address;
+    record.result = result;
+    record.reason = reason;
+    record.dialMs = performance.now() - dial.started;
+    return { record, traffic: this.opts.dials.settled(record) };
   }
 
   private brake(conn: EndpointConnection): void {
@@ -271,6 +316,16 @@ export class ConnectionTable {
 
   private forget(conn: EndpointConnection): void {
     this.connections.delete(conn.connectID);
+    const settled = this.records.get(conn);
+    if (settled) {
+      this.records.delete(conn);
+      const { record } = settled;
+      record.bytesToTarget = conn.bytesToTarget;
+      record.bytesFromTarget = conn.bytesFromTarget;
+      record.closedBy = conn.closedBy;
+      record.durationMs = performance.now() - record.started;
+      this.opts.dials!.closed(record, settled.traffic);
+    }
     this.closedConnections.add(conn.connectID);
     this.notifyIfIdle();
   }

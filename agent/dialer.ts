@@ -4,8 +4,11 @@ import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 
-/** Resolves a host name to addresses (IP literals never reach it). */
-export type HostResolver = (host: string) => Promise<string[]>;
+/**
+ * Resolves a host name to addresses (IP literals never reach it); a resolver that knows the rule the
+ * name resolved through notes it on the dial (for the dial log).
+ */
+export type HostResolver = (host: string, dial?: DialCancel) => Promise<string[]>;
 
 /** Returns why `address` (an IP) may not be dialled for `host`, or undefined when it may. */
 export type DialAuthorizer = (host: string, address: string) => string | undefined;
@@ -17,6 +20,11 @@ export type DialAuthorizer = (host: string, address: string) => string | undefin
  */
 export class DialCancel {
   cancelled = false;
+  /** What the dial learned on the way, for the dial log: the rule the host resolved through and its target name. */
+  rule: string | undefined = undefined;
+  name: string | undefined = undefined;
+  /** The address last tried (the one connected, once connected; the one refused, when refused). */
+  address: string | undefined = undefined;
   /** Set by the stage of the dial in progress (lookup, then connect), which clears it when done. */
   onCancel: (() => void) | undefined = undefined;
 
@@ -62,7 +70,7 @@ export async function dialTcp(address: string, opts: TargetDialOptions): Promise
   else {
     try {
       candidates = await withDeadline(
-        (opts.resolve ?? systemResolver)(target.host),
+        (opts.resolve ?? systemResolver)(target.host, opts.cancel),
         deadline,
         target.host,
         opts.cancel,
@@ -76,10 +84,12 @@ export async function dialTcp(address: string, opts: TargetDialOptions): Promise
   }
   for (const ip of candidates) {
     const denied = opts.authorize?.(target.host, ip);
+    if (denied && opts.cancel) opts.cancel.address = ip;
     if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied');
   }
   let lastError: TargetDialError | undefined;
   for (const ip of candidates) {
+    if (opts.cancel) opts.cancel.address = ip;
     try {
       return await connect(ip, target.port, address, deadline, opts);
     } catch (err) {

@@ -19,6 +19,13 @@ import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
 
+/** Where a connection adds the bytes it relays besides its own counts: its rule's (dial-traffic.ts). */
+interface ByteCounts {
+  toTarget: number;
+  fromTarget: number;
+}
+const uncounted: ByteCounts = { toTarget: 0, fromTarget: 0 };
+
 /** The side of a server stream that endpoint connections write to. */
 export interface PacketSink {
   /** False when the stream is backed up: stop producing until `whenWritable` fires. */
@@ -59,6 +66,13 @@ export class EndpointConnection implements BufferHolder {
   buffered = 0;
   /** When the target last accepted bytes (or bytes started waiting), on the clock. */
   lastProgress: number;
+  /** Payload bytes relayed each way, for the dial log. */
+  bytesToTarget = 0;
+  bytesFromTarget = 0;
+  /** Its rule's counts (the connection table sets them). */
+  traffic: ByteCounts = uncounted;
+  /** How it closed, once closed. */
+  closedBy: string | undefined = undefined;
   private readonly flushed = () => {
     this.lastProgress = this.opts.clock.now();
     this.account();
@@ -130,6 +144,8 @@ export class EndpointConnection implements BufferHolder {
   private readonly relay = (chunk: Uint8Array): boolean => {
     if (this.closed) return true;
     this.opts.metrics.countBytesFromTarget(chunk.length);
+    this.bytesFromTarget += chunk.length;
+    this.traffic.fromTarget += chunk.length;
     if (this.sink.sendData(this.wireID, chunk)) return true;
     this.sink.whenWritable(() => {
       if (!this.closed) this.socket.resume();
@@ -141,6 +157,8 @@ export class EndpointConnection implements BufferHolder {
   write(data: Buffer): void {
     if (this.closed) return;
     this.opts.metrics.countBytesToTarget(data.length);
+    this.bytesToTarget += data.length;
+    this.traffic.toTarget += data.length;
     // A target's stall clock starts when bytes start waiting for it, not at its last write.
     if (this.buffered === 0) this.lastProgress = this.opts.clock.now();
     this.socket.write(data, this.flushed);
@@ -207,6 +225,7 @@ export class EndpointConnection implements BufferHolder {
 
   private markClosed(why: string): void {
     this.closed = true;
+    this.closedBy = why;
     if (!this.released) {
       this.closing = true;
       this.opts.metrics.endpointCounts.closing++;

@@ -37,6 +37,7 @@ export class AgentMetrics {
   readonly bufferShed: Counter;
   readonly bufferShedBytes: Counter;
   readonly bufferBrakes: Counter;
+  readonly dialLogSkipped: Counter<'reason'>;
   private budget?: { total: number; limit: number };
   readonly bytes: Counter<'direction'>;
   /**
@@ -175,6 +176,12 @@ export class AgentMetrics {
     this.bufferBrakes = new Counter({
       name: 'spoke_agent_buffer_budget_brakes_total',
       help: 'Times every server stream was paused because the buffer budget was reached while no target had stopped reading yet.',
+      registers,
+    });
+    this.dialLogSkipped = new Counter({
+      name: 'spoke_agent_dial_log_skipped_total',
+      help: 'Dial log changes a watcher did not get, by reason: overwritten (more dials than --dial-log-size between two batches) or slow (the watcher read too slowly).',
+      labelNames: ['reason'],
       registers,
     });
     const byteCounts = this.byteCounts;

@@ -90,6 +90,12 @@ export const agentFlags = {
     30_000,
     "After the first SIGTERM/SIGINT: how long in-flight connections may finish before the agent exits (below cluster-proxy's 40s grace period).",
   ),
+  dialLogSize: int(
+    'dial-log-size',
+    1000,
+    'Recent tunnelled connections kept in memory for the dial log (/debug/dials, and the dials resource of the dns.spoke-agent.io API): server, destination, rule, address, result, bytes, duration; about 400 bytes each; 0 turns it off',
+    { validate: (n) => (n < 0 ? 'must not be negative' : n > 100_000 ? 'at most 100000 (about 40 MiB)' : undefined) },
+  ),
   maxConnectionBuffer: int(
     'max-connection-buffer',
     8 << 20,

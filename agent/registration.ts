@@ -15,6 +15,7 @@ import type { BufferBudget } from './buffer-budget.js';
 import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
 import type { AgentMetrics } from './metrics.js';
 import { ConnectionTable, type Dial, type MalformedPacket } from './connection-table.js';
+import type { DialRecorder } from './dial-recorder.js';
 
 /** Never throws: a packet that does not decode reaches the ConnectionTable as MalformedPacket. */
 function decode(bytes: Buffer): Packet | MalformedPacket {
@@ -33,6 +34,10 @@ export interface RegistrationOptions {
   authorization?: () => string;
   handshakeTimeoutMs: number;
   dial: Dial;
+  /** Where each dial is told (connection-table.ts). */
+  dials?: DialRecorder;
+  /** The proxy-server's ID (known once the first stream is open). */
+  server?: () => string;
   maxBuffer: number;
   budget: BufferBudget;
   connectIDs: () => string;
@@ -70,6 +75,8 @@ export class Registration {
         whenWritable: (resume) => this.writableWaiters.push(resume),
       },
       dial: opts.dial,
+      dials: opts.dials,
+      server: opts.server,
       maxBuffer: opts.maxBuffer,
       budget: opts.budget,
       connectIDs: opts.connectIDs,

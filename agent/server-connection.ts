@@ -82,7 +82,12 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   private registration(identifiers: string): Registration {
     const { target, credentials, keepaliveMs, drainTimeoutMs, random, resume, ...common } = this.opts;
-    return new Registration({ ...common, identifiers, authorization: credentials.authorization });
+    return new Registration({
+      ...common,
+      identifiers,
+      authorization: credentials.authorization,
+      server: () => this.serverID,
+    });
   }
 
   private async connect(): Promise<void> {

@@ -8,8 +8,9 @@ import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 import { negotiate } from './negotiation.js';
-import { query, resolution, ruleList } from './objects.js';
+import { dial, query, resolution, ruleList } from './objects.js';
 import { openApiV2, openApiV3, openApiV3Discovery } from './openapi.js';
+import { DialLog, DialRecord } from '../agent/dial-log.js';
 import { QueryLog } from '../dns/query-log.js';
 import { encodeQuery, parseQuery, type Query } from '../dns/wire.js';
 import { RuleHolder } from '../rules/holder.js';
@@ -419,6 +420,15 @@ describe('OpenAPI', () => {
     0.2,
   );
   log.record(msg, 0, 0, 1, 'tcp', false, false, { source: 'error' }, { address: '10.0.0.9', port: 6 }, Date.now(), -1);
+  const dialLog = new DialLog({ size: 4 });
+  const open = new DialRecord(Date.now(), 0, 'server-1', 'search.default.cluster1:443');
+  Object.assign(open, { connectID: '7', rule: '--expose=default/search', name: 't', address: '10.0.0.1', dialMs: 1.5 });
+  dialLog.added(open);
+  const refused = new DialRecord(Date.now(), 0, 'server-1', '169.254.169.254:80');
+  Object.assign(refused, { result: 'refused', reason: 'not allowed', address: '169.254.169.254' });
+  dialLog.added(refused);
+  Object.assign(open, { bytesToTarget: 10, bytesFromTarget: 20, durationMs: 30, closedBy: 'CLOSE_REQ' });
+  dialLog.modified(open);
   const explanation = {
     name: 'search.default.cluster1',
     type: 'A',
@@ -435,6 +445,7 @@ describe('OpenAPI', () => {
     'io.spoke-agent.dns.v1alpha1.Resolution': [resolution(explanation)],
     'io.spoke-agent.dns.v1alpha1.RuleList': [ruleList(new RuleHolder(rules.value))],
     'io.spoke-agent.dns.v1alpha1.Query': log.entries().map((e) => query(e, log)),
+    'io.spoke-agent.dns.v1alpha1.Dial': dialLog.current().map((e) => dial(e, dialLog)),
   };
 
   it('describes every field of every object the API serves, in both documents', () => {
@@ -455,7 +466,7 @@ describe('OpenAPI', () => {
 
   it('ties each kind to its group, version and paths, as kubectl explain looks them up', () => {
     const gvk = (kind: string) => ({ group: 'dns.spoke-agent.io', kind, version: 'v1alpha1' });
-    for (const kind of ['Resolution', 'Rule', 'RuleList', 'Query', 'QueryList']) {
+    for (const kind of ['Resolution', 'Rule', 'RuleList', 'Query', 'QueryList', 'Dial', 'DialList']) {
       expect(schemas.v3[`io.spoke-agent.dns.v1alpha1.${kind}`]['x-kubernetes-group-version-kind']).toEqual([gvk(kind)]);
       expect(schemas.v2[`io.spoke-agent.dns.v1alpha1.${kind}`]['x-kubernetes-group-version-kind']).toEqual([gvk(kind)]);
     }
@@ -473,6 +484,8 @@ describe('OpenAPI', () => {
         [`${base}/rules`]: ['list', 'Rule'],
         [`${base}/queries`]: ['list', 'Query'],
         [`${base}/queries/{name}`]: ['get', 'Query'],
+        [`${base}/dials`]: ['list', 'Dial'],
+        [`${base}/dials/{name}`]: ['get', 'Dial'],
       });
     }
     expect(v3.paths[`${base}/queries`].get.responses['200'].content['application/json'].schema).toEqual({

@@ -20,6 +20,8 @@ export const resources = {
   rules: { name: 'rules', singularName: 'rule', kind: 'Rule', verbs: ['list'] },
   /** `queries`: the live query log, what clients asked and got (a permission of its own). */
   queries: { name: 'queries', singularName: 'query', kind: 'Query', verbs: ['get', 'list', 'watch'] },
+  /** `dials`: the dial log, who reached what through the tunnel (a permission of its own). */
+  dials: { name: 'dials', singularName: 'dial', kind: 'Dial', verbs: ['get', 'list', 'watch'] },
 } satisfies Record<string, ResourceInfo>;
 
 const groupBody = () => ({

@@ -1,7 +1,9 @@
 // The objects the API answers with, Kubernetes-style (apiVersion, kind, metadata), and Status for
 // errors, so kubectl prints them as it prints any API server's.
 import { explanationReason, type Explanation } from '../dns/explain.js';
+import type { DialEntry, DialLog } from '../agent/dial-log.js';
 import type { QueryEntry, QueryLog } from '../dns/query-log.js';
+import type { LiveEntry, LiveLog } from '../live-log/live-log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { groupVersion, resources } from './discovery.js';
 
@@ -111,12 +113,45 @@ export function query(e: QueryEntry, log: QueryLog) {
   };
 }
 
-/** `QueryList`: the entries given (the log's, oldest first), at the log's newest version. */
-export function queryList(log: QueryLog, entries: readonly QueryEntry[]) {
+/**
+ * `Dial NAME`: one dial of the dial log in its latest state, named `<log instance>-<id>` and versioned
+ * by its latest change, created when the hub asked for it.
+ */
+export function dial(e: DialEntry, log: DialLog) {
   return {
     apiVersion: groupVersion,
-    kind: `${resources.queries.kind}List`,
+    kind: resources.dials.kind,
+    metadata: { name: log.nameOf(e), resourceVersion: log.version(e.seq), creationTimestamp: timestamp(e.time) },
+    spec: { server: e.server, destination: e.destination },
+    status: {
+      result: e.result,
+      ...(e.reason !== undefined ? { reason: e.reason } : {}),
+      ...(e.connectID !== undefined ? { connectID: e.connectID } : {}),
+      ...(e.rule !== undefined ? { rule: e.rule } : {}),
+      ...(e.name !== undefined ? { name: e.name } : {}),
+      ...(e.address !== undefined ? { address: e.address } : {}),
+      open: e.open,
+      dialMs: e.dialMs,
+      bytesToTarget: e.bytesToTarget,
+      bytesFromTarget: e.bytesFromTarget,
+      ...(e.durationMs !== undefined ? { durationMs: e.durationMs } : {}),
+      ...(e.closedBy !== undefined ? { closedBy: e.closedBy } : {}),
+      time: new Date(e.time).toISOString(),
+    },
+  };
+}
+
+/** `<Kind>List`: the entries given (the log's, oldest first), at the log's newest version. */
+export function liveList<E extends LiveEntry, O>(
+  kind: string,
+  log: LiveLog<E>,
+  entries: readonly E[],
+  object: (e: E) => O,
+) {
+  return {
+    apiVersion: groupVersion,
+    kind: `${kind}List`,
     metadata: { resourceVersion: log.version(log.last) },
-    items: entries.map((e) => query(e, log)),
+    items: entries.map(object),
   };
 }

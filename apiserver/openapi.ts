@@ -5,7 +5,9 @@
 // built once per process and served with an ETag. Pure.
 import { createHash } from 'node:crypto';
 import { group, groupVersion, resources, version } from './discovery.js';
-import { selectableFields } from '../dns/query-selector.js';
+import { dialFields } from '../agent/dial-selector.js';
+import { queryFields } from '../dns/query-selector.js';
+import { type Fields, selectableFields } from '../live-log/selector.js';
 
 type Schema = Record<string, unknown>;
 /** A reference to one of `definitions` by its name, rendered per dialect. */
@@ -209,6 +211,58 @@ const definitions: Record<string, Schema> = {
     },
     ['rcode', 'source', 'truncated', 'cached', 'time'],
   ),
+  [`${prefix}.Dial`]: kindSchema(
+    resources.dials.kind,
+    'One connection the hub asked this agent to make through the tunnel, and what came of it: an entry of the dial log (--dial-log-size), updated when it closes.',
+    {
+      metadata: ref(
+        `${meta}.ObjectMeta`,
+        'Standard object metadata: named <log instance>-<id>, versioned by its latest change, created when the hub asked.',
+      ),
+      spec: ref(`${prefix}.DialSpec`, 'What the hub asked.'),
+      status: ref(`${prefix}.DialStatus`, 'What came of it.'),
+    },
+  ),
+  [`${prefix}.DialSpec`]: object(
+    'The dial request.',
+    {
+      server: str('The ID of the proxy-server replica that sent the DIAL_REQ.'),
+      destination: str('host:port as the hub asked.'),
+    },
+    ['server', 'destination'],
+  ),
+  [`${prefix}.DialStatus`]: object(
+    'The outcome, and once closed the traffic.',
+    {
+      result: str(
+        'connected, refused (by the dial policy: no rule resolves to the address, nor --allowed-cidrs), error (the dial failed) or cancelled (DIAL_CLS from the hub).',
+        { enum: ['connected', 'refused', 'error', 'cancelled'] },
+      ),
+      reason: str('Why it did not connect: the error the hub got.'),
+      connectID: str('The connection ID the agent gave it, when connected.'),
+      rule: str('The rule the destination resolved through (its source), if one did.'),
+      name: str("The rule's target name the destination resolved to, for a rule with a name target."),
+      address: str('The address dialled (the one connected, or the one refused).'),
+      open: bool('The connection is open.'),
+      dialMs: num('How long the dial took (resolve, authorize, connect), in milliseconds.'),
+      bytesToTarget: int('Payload bytes the hub sent to the target, once closed.'),
+      bytesFromTarget: int('Payload bytes the target sent to the hub, once closed.'),
+      durationMs: num('From the dial request to the close, in milliseconds; absent while open.'),
+      closedBy: str(
+        'How it closed: CLOSE_REQ (the hub), remote EOF, target closed, target error, server stream lost, ...',
+      ),
+      time: str('When the hub asked, RFC 3339 with milliseconds.', { format: 'date-time' }),
+    },
+    ['result', 'open', 'dialMs', 'bytesToTarget', 'bytesFromTarget', 'time'],
+  ),
+  [`${prefix}.DialList`]: kindSchema(
+    `${resources.dials.kind}List`,
+    'The most recent dials this agent served, oldest first.',
+    {
+      metadata: ref(`${meta}.ListMeta`, 'Standard list metadata: the resourceVersion to watch from.'),
+      items: { type: 'array', items: ref(`${prefix}.Dial`), description: 'The dials.' },
+    },
+  ),
   [`${prefix}.QueryList`]: kindSchema(
     `${resources.queries.kind}List`,
     'The most recent queries this agent answered, oldest first.',
@@ -264,6 +318,60 @@ const includeObject = {
   type: 'string' as const,
 };
 const base = `/apis/${groupVersion}`;
+
+/** A live log's list (and watch) and get. */
+function liveOperations(
+  info: { name: string; kind: string },
+  plural: string,
+  fields: Fields<never>,
+  summary: string,
+): Operation[] {
+  return [
+    {
+      path: `${base}/${info.name}`,
+      kind: info.kind,
+      action: 'list',
+      response: `${prefix}.${info.kind}List`,
+      summary: `${summary}, or a watch of them.`,
+      parameters: [
+        {
+          name: 'fieldSelector',
+          in: 'query',
+          description: `Selects ${plural} by field, FIELD=VALUE, FIELD==VALUE or FIELD!=VALUE joined by commas: ${selectableFields(fields).join(', ')}.`,
+          type: 'string',
+        },
+        {
+          name: 'watch',
+          in: 'query',
+          description: `Stream changes of the ${plural} as watch events instead of listing.`,
+          type: 'boolean',
+        },
+        {
+          name: 'resourceVersion',
+          in: 'query',
+          description: `For a watch: continue after this version of this log (a list's); unset or 0: everything held, then new ${plural}; another log's: from now.`,
+          type: 'string',
+        },
+        {
+          name: 'timeoutSeconds',
+          in: 'query',
+          description: 'For a watch: end it after this many seconds (default 30 to 60 minutes).',
+          type: 'integer',
+        },
+        includeObject,
+      ],
+    },
+    {
+      path: `${base}/${info.name}/{name}`,
+      kind: info.kind,
+      action: 'get',
+      response: `${prefix}.${info.kind}`,
+      summary: `One of the ${plural}, while the log holds it.`,
+      parameters: [name, includeObject],
+    },
+  ];
+}
+
 const operations: Operation[] = [
   {
     path: `${base}/${resources.resolutions.name}/{name}`,
@@ -285,49 +393,8 @@ const operations: Operation[] = [
     summary: 'Every rule in force.',
     parameters: [includeObject],
   },
-  {
-    path: `${base}/${resources.queries.name}`,
-    kind: resources.queries.kind,
-    action: 'list',
-    response: `${prefix}.QueryList`,
-    summary: 'The most recent queries this agent answered, or a watch of them.',
-    parameters: [
-      {
-        name: 'fieldSelector',
-        in: 'query',
-        description: `Selects queries by field, FIELD=VALUE, FIELD==VALUE or FIELD!=VALUE joined by commas: ${selectableFields.join(', ')}.`,
-        type: 'string',
-      },
-      {
-        name: 'watch',
-        in: 'query',
-        description: 'Stream new queries as ADDED events instead of listing.',
-        type: 'boolean',
-      },
-      {
-        name: 'resourceVersion',
-        in: 'query',
-        description:
-          "For a watch: continue after this version of this log (a list's); unset or 0: everything held, then new queries; another log's: from now.",
-        type: 'string',
-      },
-      {
-        name: 'timeoutSeconds',
-        in: 'query',
-        description: 'For a watch: end it after this many seconds (default 30 to 60 minutes).',
-        type: 'integer',
-      },
-      includeObject,
-    ],
-  },
-  {
-    path: `${base}/${resources.queries.name}/{name}`,
-    kind: resources.queries.kind,
-    action: 'get',
-    response: `${prefix}.Query`,
-    summary: 'One query, while the log holds it.',
-    parameters: [name, includeObject],
-  },
+  ...liveOperations(resources.queries, 'queries', queryFields, 'The most recent queries this agent answered'),
+  ...liveOperations(resources.dials, 'dials', dialFields, 'The most recent dials this agent served'),
 ];
 
 const operationId = (op: Operation) => `${op.action === 'get' ? 'read' : 'list'}DnsSpokeAgentIoV1alpha1${op.kind}`;

@@ -2,17 +2,22 @@
 // and the query log (get, list, watch), as plain JSON or as the Tables kubectl prints. Errors are
 // Status objects.
 import { explain } from '../dns/explain.js';
-import type { QueryEntry, QueryLog } from '../dns/query-log.js';
-import { entryFilter } from '../dns/query-selector.js';
-import type { QueryStream } from '../dns/query-stream.js';
+import type { DialEntry, DialLog } from '../agent/dial-log.js';
+import { dialFields } from '../agent/dial-selector.js';
+import type { QueryEntry } from '../dns/query-log.js';
+import { queryFields } from '../dns/query-selector.js';
+import type { LiveEntry, LiveLog } from '../live-log/live-log.js';
+import { entryFilter, type Fields } from '../live-log/selector.js';
+import type { LiveStream } from '../live-log/stream.js';
 import type { Resolver } from '../dns/resolver.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { decodeSegment, isWatch } from './attributes.js';
 import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { contentType, negotiate, type Representation } from './negotiation.js';
-import { query, queryList, resolution, ruleList, status } from './objects.js';
+import { dial, liveList, query, resolution, ruleList, status } from './objects.js';
 import { openApiV2, openApiV3, openApiV3Discovery, openApiV3Path } from './openapi.js';
 import {
+  dialColumns,
   queryColumns,
   resolutionColumns,
   ruleColumns,
@@ -29,7 +34,7 @@ import {
  */
 export type Answer =
   | { code: number; body?: unknown; raw?: string; contentType?: string; etag?: string }
-  | { code: 200; watch: QueryStream };
+  | { code: 200; watch: LiveStream<never> };
 
 /** The request headers routes read. */
 export interface RouteHeaders {
@@ -40,6 +45,8 @@ export interface RouteHeaders {
 export interface RouteDeps {
   resolver: Resolver;
   holder: RuleHolder;
+  /** The agent's dial log; undefined with --dial-log-size=0. */
+  dialLog?: DialLog;
 }
 
 const notFound = (path: string): Answer => ({
@@ -94,13 +101,27 @@ const badRequest = (message: string): Answer => ({ code: 400, body: status(400, 
 /** How long a watch lasts without ?timeoutSeconds=: as kube-apiserver's, 30 to 60 minutes (--min-request-timeout=1800, randomized). */
 const defaultWatchMs = () => (1 + Math.random()) * 1800_000;
 
-/** `queries`, `queries/NAME`, `queries?watch=true`: the query log, filtered by ?fieldSelector=. */
-function queries(log: QueryLog, how: Representation, url: URL, name: string | undefined): Answer {
-  const kind = resources.queries.name;
+/** What the API serves of one live log: its resource, field selectors, objects and Table columns. */
+interface LiveResource<E extends LiveEntry, O extends ObjectWithMeta> {
+  info: { name: string; kind: string };
+  fields: Fields<E>;
+  object: (e: E) => O;
+  columns: readonly Column<O>[];
+}
+
+/** `RESOURCE`, `RESOURCE/NAME`, `RESOURCE?watch=true`: a live log, filtered by ?fieldSelector=. */
+function live<E extends LiveEntry, O extends ObjectWithMeta>(
+  log: LiveLog<E>,
+  r: LiveResource<E, O>,
+  how: Representation,
+  url: URL,
+  name: string | undefined,
+): Answer {
+  const kind = r.info.name;
   if (name !== undefined) {
     const asked = decodeSegment(name);
-    const seq = log.seqOf(asked);
-    const entry = seq === undefined ? undefined : log.get(seq);
+    const id = log.seqOf(asked);
+    const entry = id === undefined ? undefined : log.get(id);
     if (!entry)
       return {
         code: 404,
@@ -110,27 +131,27 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
           { name: asked, group, kind },
         ),
       };
-    const object = query(entry, log);
-    return present(how, url, object, queryColumns, [object]);
+    const object = r.object(entry);
+    return present(how, url, object, r.columns, [object]);
   }
-  const keep = entryFilter(url.searchParams.get('fieldSelector') ?? '', log);
+  const keep = entryFilter(r.fields, url.searchParams.get('fieldSelector') ?? '', log);
   if (typeof keep !== 'function') return badRequest(`fieldSelector: ${keep.error}`);
   if (!isWatch(url)) {
-    const list = queryList(log, log.entries().filter(keep));
-    return present(how, url, list, queryColumns, list.items, list.metadata.resourceVersion);
+    const list = liveList(r.info.kind, log, log.current().filter(keep), r.object);
+    return present(how, url, list, r.columns, list.items, list.metadata.resourceVersion);
   }
   const timeout = url.searchParams.get('timeoutSeconds');
   if (timeout !== null && !/^\d+$/.test(timeout))
     return badRequest(`timeoutSeconds must be a whole number of seconds, got "${timeout}"`);
   const options = how.kind === 'table' ? tableOptions(how, url) : undefined;
   if (options && 'code' in options) return options;
-  const line = (e: QueryEntry, first: boolean) => {
-    const object = query(e, log);
+  const line = (e: E, first: boolean) => {
+    const object = r.object(e);
     // Events after the first leave out the column definitions, as the API server sends them: kubectl keeps the first.
-    const shown = options ? table(queryColumns, [object], { ...options, withColumns: first, now: Date.now() }) : object;
-    return `${JSON.stringify({ type: 'ADDED', object: shown })}\n`;
+    const shown = options ? table(r.columns, [object], { ...options, withColumns: first, now: Date.now() }) : object;
+    return `${JSON.stringify({ type: log.changeType(e), object: shown })}\n`;
   };
-  const watch: QueryStream = {
+  const watch: LiveStream<E> = {
     log,
     after: log.watchAfter(url.searchParams.get('resourceVersion')),
     keep,
@@ -138,8 +159,30 @@ function queries(log: QueryLog, how: Representation, url: URL, name: string | un
     contentType: 'application/json',
     timeoutMs: timeout === null ? defaultWatchMs() : Number(timeout) * 1000,
   };
-  return { code: 200, watch };
+  return { code: 200, watch: watch as unknown as LiveStream<never> };
 }
+
+/** The query log (`queries`), or 404 when it is off. */
+function queries(deps: RouteDeps, how: Representation, url: URL, name: string | undefined): Answer {
+  const log = deps.resolver.queryLog;
+  if (!log) return logOff('query', '--dns-query-log-size');
+  const object = (e: QueryEntry) => query(e, log);
+  return live(log, { info: resources.queries, fields: queryFields, object, columns: queryColumns }, how, url, name);
+}
+
+/** The dial log (`dials`), or 404 when it is off. */
+function dials(deps: RouteDeps, how: Representation, url: URL, name: string | undefined): Answer {
+  const log = deps.dialLog;
+  if (!log) return logOff('dial', '--dial-log-size');
+  const object = (e: DialEntry) => dial(e, log);
+  return live(log, { info: resources.dials, fields: dialFields, object, columns: dialColumns }, how, url, name);
+}
+
+/** A live resource whose log is off on this agent: 404 naming the flag. */
+const logOff = (resource: string, flag: string): Answer => ({
+  code: 404,
+  body: status(404, `the ${resource} log is off on this agent (${flag}=0)`, { group, kind: resource }),
+});
 
 /** /openapi/v2, /openapi/v3 and the group-version's v3 document, for the aggregator and kubectl explain. */
 function openApi(path: string, headers: RouteHeaders): Answer {
@@ -205,19 +248,12 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       }
       return present(how, url, object, resolutionColumns, [object]);
     }
-    case resources.queries.name: {
-      if (!read) return onlyVerbs(resources.queries.verbs, resources.queries.name);
+    case resources.queries.name:
+    case resources.dials.name: {
+      const info = resource === resources.queries.name ? resources.queries : resources.dials;
+      if (!read) return onlyVerbs(info.verbs, info.name);
       if (!how) return notAcceptable(accept, true);
-      const log = deps.resolver.queryLog;
-      if (!log)
-        return {
-          code: 404,
-          body: status(404, `the query log is off on this agent (--dns-query-log-size=0)`, {
-            group,
-            kind: resources.queries.name,
-          }),
-        };
-      return queries(log, how, url, name);
+      return info === resources.queries ? queries(deps, how, url, name) : dials(deps, how, url, name);
     }
   }
   return notFound(url.pathname);

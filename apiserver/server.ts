@@ -13,7 +13,7 @@ import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { TlsFingerprint } from '../agent/credentials.js';
-import { streamQueries } from '../dns/query-stream.js';
+import { streamLiveLog } from '../live-log/stream.js';
 import {
   authUnavailable,
   forbiddenMessage,
@@ -216,7 +216,7 @@ export class ApiServer {
       { method: req.method, url: req.url, code: answer.code, authentication, user: user?.username },
       'API request',
     );
-    if ('watch' in answer) return streamQueries(res, answer.watch);
+    if ('watch' in answer) return streamLiveLog(res, answer.watch);
     const headers = { 'cache-control': 'no-cache, private', ...(answer.etag ? { etag: answer.etag } : {}) };
     if (answer.code === 304) return void res.writeHead(304, headers).end();
     const body = answer.raw ?? `${JSON.stringify(answer.body)}\n`;

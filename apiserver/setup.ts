@@ -2,6 +2,7 @@
 // spoke's API server (read, then followed), the reviewer for tokens and access, and the TLS server.
 // Loaded only then: it brings the Kubernetes client (kube/api-client.ts).
 import type { Registry } from 'prom-client';
+import type { DialLog } from '../agent/dial-log.js';
 import type { Resolver } from '../dns/resolver.js';
 import type { KubeApiClient } from '../kube/api-client.js';
 import { requireClient } from '../kube/config.js';
@@ -17,6 +18,8 @@ export interface StartApiServerOptions {
   options: ApiServerFlagValues & Pick<KubeFlagValues, 'kubeconfig' | 'kubeResync'>;
   resolver: Resolver;
   holder: RuleHolder;
+  /** The agent's dial log, when on. */
+  dialLog?: DialLog;
   log: Logger;
   registry: Registry;
   /** From --kubeconfig or the pod's service account (kube/config.ts kubeApiClient); undefined when neither is there. */
@@ -37,7 +40,7 @@ export async function startApiServer(o: StartApiServerOptions): Promise<{ port: 
       keyFile: o.options.apiTlsPrivateKeyFile,
       authentication: source.current,
       reviewer: apiReviewer(client),
-      routes: { resolver: o.resolver, holder: o.holder },
+      routes: { resolver: o.resolver, holder: o.holder, dialLog: o.dialLog },
       log,
       registry: o.registry,
     });

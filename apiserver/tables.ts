@@ -304,6 +304,102 @@ export const queryColumns: Column<QueryObject>[] = [
   },
 ];
 
+/** The fields of a Dial that its columns read (apiserver/objects.ts builds it). */
+export interface DialObject extends ObjectWithMeta {
+  spec: { server: string; destination: string };
+  status: {
+    result: string;
+    reason?: string;
+    connectID?: string;
+    rule?: string;
+    name?: string;
+    address?: string;
+    open: boolean;
+    dialMs: number;
+    bytesToTarget: number;
+    bytesFromTarget: number;
+    durationMs?: number;
+    closedBy?: string;
+    time: string;
+  };
+}
+
+export const dialColumns: Column<DialObject>[] = [
+  nameColumn,
+  {
+    name: 'Destination',
+    type: 'string',
+    priority: 0,
+    description: 'host:port as the hub asked.',
+    cell: (o) => o.spec.destination,
+  },
+  {
+    name: 'Rule',
+    type: 'string',
+    priority: 0,
+    description: 'The rule the destination resolved through, if one did.',
+    cell: (o) => orNone(o.status.rule),
+  },
+  {
+    name: 'Address',
+    type: 'string',
+    priority: 0,
+    description: 'The address dialled (or refused).',
+    cell: (o) => orNone(o.status.address),
+  },
+  {
+    name: 'Result',
+    type: 'string',
+    priority: 0,
+    description: 'connected, refused (by the dial policy), error or cancelled (DIAL_CLS); "open" while connected.',
+    cell: (o) => (o.status.open ? 'open' : o.status.result),
+  },
+  {
+    name: 'Bytes',
+    type: 'string',
+    priority: 0,
+    description: 'Payload bytes to the target / from it, once closed.',
+    cell: (o) => (o.status.durationMs === undefined ? none : `${o.status.bytesToTarget}/${o.status.bytesFromTarget}`),
+  },
+  {
+    name: 'Duration',
+    type: 'string',
+    priority: 0,
+    description: 'From the dial request to the close, once closed.',
+    cell: (o) => (o.status.durationMs !== undefined ? `${o.status.durationMs}ms` : none),
+  },
+  ageColumn,
+  { name: 'Server', type: 'string', priority: 1, description: 'The proxy-server ID.', cell: (o) => o.spec.server },
+  {
+    name: 'ConnectID',
+    type: 'string',
+    priority: 1,
+    description: 'The connection ID the agent gave it.',
+    cell: (o) => orNone(o.status.connectID),
+  },
+  {
+    name: 'Target',
+    type: 'string',
+    priority: 1,
+    description: "The rule's target name.",
+    cell: (o) => orNone(o.status.name),
+  },
+  {
+    name: 'Dial',
+    type: 'string',
+    priority: 1,
+    description: 'How long the dial took.',
+    cell: (o) => `${o.status.dialMs}ms`,
+  },
+  {
+    name: 'Reason',
+    type: 'string',
+    priority: 1,
+    description: 'Why it did not connect, or how it closed.',
+    cell: (o) => orNone(o.status.reason ?? o.status.closedBy),
+  },
+];
+
 /** A Table of `objects` with `columns`. */
 export function table<T extends ObjectWithMeta>(columns: readonly Column<T>[], objects: readonly T[], o: TableOptions) {
   const rowObject = (obj: T) =>

@@ -3,6 +3,7 @@
 // what has started, in reverse.
 import { getHeapStatistics } from 'node:v8';
 import { Agent } from '../agent/agent.js';
+import { dialsHandler } from '../agent/dials-handler.js';
 import { tlsFilesProblem } from '../agent/credentials.js';
 import { agentFlags, validateAgentOptions } from '../agent/options.js';
 import { apiServerFlags, servesApi, validateApiServerOptions } from '../apiserver/options.js';
@@ -107,7 +108,7 @@ async function start(argv: string[], started: Started): Promise<number> {
   const kube = await connectToKubernetes(options, ctx);
   const healthPort = await startHealthServer(agent, rules, kube, listen, ctx);
   await startAdminServer(options, agent, kube, ctx);
-  await startAggregatedApi(options, rules, kube, ctx);
+  await startAggregatedApi(options, agent, rules, kube, ctx);
   followKubernetes(options, agent, rules, kube, ctx);
   startAgent(agent, hub, ctx);
   if (hub.local) announceLocalHub(hub.local, demo, rules, agent, healthPort);
@@ -302,10 +303,14 @@ async function startHealthServer(
   health.addRoute('/debug/resolve', rules?.resolveHandler ?? noRulesHandler, kube.guards.debug);
   health.addRoute('/debug/rules', rules?.rulesHandler ?? noRulesHandler, kube.guards.debug);
   health.addRoute('/debug/queries', rules?.queriesHandler ?? noRulesHandler, kube.guards.queries);
+  health.addRoute('/debug/dials', dialsHandler(agent.dialLog), kube.guards.dials);
   let port: number;
   try {
     port = (await listen('health-server-port', o.healthServerPort, (p) => health.listen(p))).port;
-    log.info({ port }, 'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries');
+    log.info(
+      { port },
+      'health server listening: /healthz /readyz /metrics /debug/resolve /debug/rules /debug/queries /debug/dials',
+    );
   } catch (err) {
     throw new UsageError(`cannot listen on --health-server-port ${o.healthServerPort}: ${(err as Error).message}`);
   }
@@ -359,6 +364,7 @@ async function startAdminServer(
 /** kubectl through the aggregation layer (apiserver/README.md); loads client-node, as kube/ does. */
 async function startAggregatedApi(
   options: Options,
+  agent: Agent,
   rules: RulesAndDns | undefined,
   kube: Kube,
   { log, registry, started }: Context,
@@ -369,6 +375,7 @@ async function startAggregatedApi(
     options,
     resolver: rules.dns.resolver,
     holder: rules.holder,
+    dialLog: agent.dialLog,
     log,
     registry,
     client: kube.client,

@@ -6,7 +6,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type MetricObject, Registry } from 'prom-client';
+import { DialTraffic } from '../agent/dial-traffic.js';
 import { AgentMetrics } from '../agent/metrics.js';
+import { RefusalAudit } from '../agent/refusal-audit.js';
+import { systemClock } from '../clock/clock.js';
+import { createLogger } from '../observability/log.js';
 import { agentFlags } from '../agent/options.js';
 import { ApiMetrics } from '../apiserver/metrics.js';
 import { apiServerFlags } from '../apiserver/options.js';
@@ -20,6 +24,7 @@ import { KubeMetrics } from '../kube/metrics.js';
 import { kubeFlags } from '../kube/options.js';
 import { ruleFlags } from '../rules/options.js';
 import { dialFlags } from './dial-command.js';
+import { dialsFlags } from './dials-command.js';
 import { queriesFlags } from './queries-command.js';
 import { resolveFlags } from './resolve-command.js';
 
@@ -35,7 +40,15 @@ interface Component {
 }
 
 export const components: Component[] = [
-  { readme: 'agent/README.md', flags: [{ flags: agentFlags }], metrics: (r) => void new AgentMetrics(r) },
+  {
+    readme: 'agent/README.md',
+    flags: [{ flags: agentFlags }],
+    metrics: (r) => {
+      new AgentMetrics(r);
+      new DialTraffic(r);
+      new RefusalAudit(createLogger('silent'), systemClock, r);
+    },
+  },
   { readme: 'rules/README.md', flags: [{ flags: ruleFlags }] },
   {
     readme: 'dns/README.md',
@@ -63,6 +76,7 @@ export const components: Component[] = [
     flags: [
       { title: '`spoke-agent resolve`', flags: resolveFlags },
       { title: '`spoke-agent queries`', flags: queriesFlags },
+      { title: '`spoke-agent dials`', flags: dialsFlags },
     ],
   },
 ];

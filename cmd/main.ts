@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// spoke-agent: the agent by default; `dial`, `dns`, `resolve` and `queries` are subcommands.
+// spoke-agent: the agent by default; `dial`, `dns`, `resolve`, `queries` and `dials` are subcommands.
 import { sizeHeapForContainer } from './container-memory.js';
 
 // First, before the agent's modules load: a heap that fits the container (this may re-execute).
@@ -10,6 +10,7 @@ const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
   dns: async (argv) => (await import('./dns-command.js')).runDnsCommand(argv),
   resolve: async (argv) => (await import('./resolve-command.js')).runResolveCommand(argv),
   queries: async (argv) => (await import('./queries-command.js')).runQueriesCommand(argv),
+  dials: async (argv) => (await import('./dials-command.js')).runDialsCommand(argv),
 };
 
 const [first, ...rest] = process.argv.slice(2);

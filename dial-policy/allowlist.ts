@@ -55,11 +55,15 @@ export class DialAllowlist {
   }
 
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
-  readonly resolve: HostResolver = async (host) => {
+  readonly resolve: HostResolver = async (host, dial) => {
     const name = normalizeName(host);
     const answer = await this.opts.resolveForDial(name);
     const addresses = answer.addresses.map((a) => a.address);
     if (answer.match) this.remember(name, addresses);
+    if (answer.match && dial) {
+      dial.rule = answer.match.rule.source;
+      if (answer.match.target.kind === 'fqdn') dial.name = answer.match.target.fqdn;
+    }
     return addresses;
   };
 

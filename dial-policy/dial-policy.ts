@@ -39,7 +39,6 @@ export function startDialPolicy(o: DialPolicyOptions): DialPolicy {
     cidrs,
     identifierHosts: o.identifierHosts,
     registry: o.registry,
-    onDenied: (host, address, reason) => o.log.warn({ host, address, reason }, 'dial refused'),
   });
   const { holder } = o.rules;
   void allowlist.refresh(holder.current);

@@ -2,8 +2,10 @@
 // the ring forgets the oldest, and watchers get batches only while they watch.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { peerAddress } from './peer.js';
-import { QueryLog, type QueryEntry, type SkipReason } from './query-log.js';
-import { parseQuerySelector, type QuerySelector } from './query-selector.js';
+import type { SkipReason } from '../live-log/live-log.js';
+import { parseSelector, type Selector } from '../live-log/selector.js';
+import { QueryLog, type QueryEntry } from './query-log.js';
+import { queryFields } from './query-selector.js';
 import { encodeQuery, parseQuery, type Query, RCODE, TYPE } from './wire.js';
 
 const sockaddrIn = (ip: number[], port: number) =>
@@ -243,7 +245,8 @@ describe('QueryLog', () => {
   });
 });
 
-describe('parseQuerySelector', () => {
+describe('parseSelector over queryFields', () => {
+  const parseQuerySelector = (text: string) => parseSelector(queryFields, text);
   const entry: QueryEntry = {
     seq: 7,
     time: 0,
@@ -261,7 +264,7 @@ describe('parseQuerySelector', () => {
   const selects = (text: string) => {
     const s = parseQuerySelector(text);
     if (typeof s !== 'function') throw new Error(s.error);
-    return (s as QuerySelector)(entry, 'abcd1234-7');
+    return (s as Selector<QueryEntry>)(entry, 'abcd1234-7');
   };
 
   it('selects by name (as DNS compares names), rcode and client, by path or short field, all terms at once', () => {

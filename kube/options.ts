@@ -92,8 +92,12 @@ export const kubeFlags = {
 
 export type KubeFlagValues = Values<typeof kubeFlags>;
 
-/** What a caller of /debug/queries must be allowed to "get": reading the queries pods make is not reading the rules. */
-export const queriesAuthPath = (debugAuthPath: string) => `${debugAuthPath.replace(/\/$/, '')}/queries`;
+/**
+ * What a caller of /debug/queries or /debug/dials must be allowed to "get": reading the queries pods
+ * make, or who reached what through the tunnel, is not reading the rules.
+ */
+export const liveLogAuthPath = (debugAuthPath: string, log: 'queries' | 'dials') =>
+  `${debugAuthPath.replace(/\/$/, '')}/${log}`;
 
 /** Checks that span several flags. */
 export function validateKubeOptions(o: KubeFlagValues): string | undefined {

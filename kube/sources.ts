@@ -12,7 +12,7 @@ import type { KubeApiClient } from './api-client.js';
 import { requireClient } from './config.js';
 import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
-import { inCluster, parseObjectRef, queriesAuthPath, type KubeFlagValues } from './options.js';
+import { inCluster, parseObjectRef, liveLogAuthPath, type KubeFlagValues } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
 import { LeaseCounter } from './lease-counter.js';
 import { leaseSelector } from '../agent/options.js';
@@ -142,10 +142,12 @@ export function startLeaseCounting(o: LeaseCountingOptions): () => void {
 }
 
 export interface Guards {
-  /** For every /debug/* route but the query log; undefined when delegated auth is off. */
+  /** For every /debug/* route but the query and dial logs; undefined when delegated auth is off. */
   debug?: Guard;
   /** For /debug/queries: a permission of its own, get on --debug-auth-path + "/queries". */
   queries?: Guard;
+  /** For /debug/dials: a permission of its own, get on --debug-auth-path + "/dials". */
+  dials?: Guard;
   /** For /metrics (HealthServer.protectMetrics); undefined unless --metrics-auth. */
   metrics?: Guard;
 }
@@ -164,7 +166,12 @@ export function authGuards(o: {
   const common = { reviewer, log: o.log.child({ component: 'delegated-auth' }), metrics: kubeMetrics(o.registry) };
   return {
     debug: debugOn ? delegatedAuthGuard({ ...common, path: o.kube.debugAuthPath }) : undefined,
-    queries: debugOn ? delegatedAuthGuard({ ...common, path: queriesAuthPath(o.kube.debugAuthPath) }) : undefined,
+    queries: debugOn
+      ? delegatedAuthGuard({ ...common, path: liveLogAuthPath(o.kube.debugAuthPath, 'queries') })
+      : undefined,
+    dials: debugOn
+      ? delegatedAuthGuard({ ...common, path: liveLogAuthPath(o.kube.debugAuthPath, 'dials') })
+      : undefined,
     metrics: o.kube.metricsAuth ? delegatedAuthGuard({ ...common, path: '/metrics' }) : undefined,
   };
 }

@@ -9,6 +9,7 @@ import https from 'node:https';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAuthenticationConfig } from '../apiserver/authentication.js';
+import { DialLog, DialRecord } from '../agent/dial-log.js';
 import { ApiServer } from '../apiserver/server.js';
 import { startApiServer } from '../apiserver/setup.js';
 import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
@@ -30,6 +31,10 @@ let api: FakeApiServer;
 let pki: TestPki;
 let dnsStack: ExplainedDns;
 let server: Awaited<ReturnType<typeof startApiServer>>;
+/** The dial log the API serves; the tunnel's own records are tested in agent/ and through a hub in tunnel.test.ts. */
+const dialLog = new DialLog({ size: 16 });
+const dialRecord = (destination: string, fields: Partial<DialRecord>) =>
+  Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
 const otherCa = createCa('other-ca');
@@ -60,12 +65,14 @@ beforeAll(async () => {
   api.users.set('dave-token', { username: 'dave', groups: ['system:authenticated'] });
   const resolutions = 'get resolutions.dns.spoke-agent.io';
   const queryReader = ['get', 'list', 'watch'].map((verb) => `carol ${verb} queries.dns.spoke-agent.io`);
+  const dialReader = ['get', 'list', 'watch'].map((verb) => `dave ${verb} dials.dns.spoke-agent.io`);
   for (const allowed of [
     `alice ${resolutions}`,
     `carol ${resolutions}`,
     'group:ops list rules.dns.spoke-agent.io',
     `group:system:authenticated get ${base}`,
     ...queryReader,
+    ...dialReader,
   ])
     api.allowed.add(allowed);
   dnsStack = await startExplainedDns(log);
@@ -74,6 +81,7 @@ beforeAll(async () => {
     options: options(api.kubeconfigPath),
     resolver: dnsStack.dns.resolver,
     holder: dnsStack.holder,
+    dialLog,
     log,
     registry: new Registry(),
     client,
@@ -492,6 +500,57 @@ describe('dns.spoke-agent.io on its own port', () => {
     await expect(ended.done).resolves.toBeUndefined();
   });
 
+  it('lists and watches the dial log under its own permission: connect then close as ADDED then MODIFIED, refusals by field selector', async () => {
+    const asDave = { headers: { authorization: 'Bearer dave-token' } };
+    const asCarol = { cert: clientCa.issue('carol', { client: true }) };
+    expect((await call(`${base}/dials`, asCarol)).body.message).toBe(
+      'dials.dns.spoke-agent.io is forbidden: User "carol" cannot list resource "dials" in API group "dns.spoke-agent.io" at the cluster scope: no RBAC policy matched',
+    );
+    expect((await call(`${base}/resolutions/cluster1`, asCarol)).status).toBe(200);
+    const watch = watchEvents(`${base}/dials?watch=true&resourceVersion=0`, asDave);
+    try {
+      await watch.opened;
+      const open = dialRecord('web.prod.cluster1:443', {
+        connectID: '1',
+        rule: '--expose=prod/web',
+        address: '10.0.0.5',
+      });
+      dialLog.added(open);
+      dialLog.added(
+        dialRecord('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }),
+      );
+      const added = await watch.next((e) => e.object.spec.destination === 'web.prod.cluster1:443');
+      expect(added).toMatchObject({
+        type: 'ADDED',
+        object: { kind: 'Dial', status: { result: 'connected', open: true } },
+      });
+      Object.assign(open, { bytesToTarget: 11, bytesFromTarget: 22, durationMs: 33, closedBy: 'CLOSE_REQ' });
+      dialLog.modified(open);
+      const closed = await watch.next((e) => e.type === 'MODIFIED');
+      expect(closed.object).toMatchObject({
+        metadata: { name: added.object.metadata.name },
+        status: { open: false, bytesToTarget: 11, bytesFromTarget: 22, durationMs: 33, closedBy: 'CLOSE_REQ' },
+      });
+      expect(closed.object.metadata.resourceVersion).not.toBe(added.object.metadata.resourceVersion);
+    } finally {
+      watch.close();
+    }
+    const refusals = await call(`${base}/dials?fieldSelector=${encodeURIComponent('result=refused')}`, asDave);
+    expect(refusals.body.items.map((i: Obj) => [i.spec.destination, i.status.result])).toEqual([
+      ['169.254.169.254:80', 'refused'],
+    ]);
+    const table = await call(`${base}/dials`, {
+      ...asDave,
+      headers: { ...asDave.headers, accept: 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json' },
+    });
+    expect(table.body.rows.map((r: Obj) => r.cells.slice(1, 7))).toEqual([
+      ['web.prod.cluster1:443', '--expose=prod/web', '10.0.0.5', 'connected', '11/22', '33ms'],
+      ['169.254.169.254:80', '<none>', '169.254.169.254', 'refused', '<none>', '<none>'],
+    ]);
+    const name = refusals.body.items[0].metadata.name;
+    expect((await call(`${base}/dials/${name}`, asDave)).body).toEqual(refusals.body.items[0]);
+  });
+
   it('serves OpenAPI v2 and v3 to the aggregator (system:aggregator), with ETags it can revalidate', async () => {
     for (const path of ['/openapi/v2', '/openapi/v3', '/openapi/v3/apis/dns.spoke-agent.io/v1alpha1'])
       api.allowed.add(`system:aggregator get ${path}`);
@@ -550,7 +609,12 @@ describe('dns.spoke-agent.io on its own port', () => {
     const list = await call(base, aggregator);
     expect(list.status).toBe(200);
     expect(list.body).toMatchObject({ kind: 'APIResourceList', groupVersion: 'dns.spoke-agent.io/v1alpha1' });
-    expect(list.body.resources.map((r: { name: string }) => r.name)).toEqual(['resolutions', 'rules', 'queries']);
+    expect(list.body.resources.map((r: { name: string }) => r.name)).toEqual([
+      'resolutions',
+      'rules',
+      'queries',
+      'dials',
+    ]);
     expect(sarsFor('system:kube-aggregator').at(-1)).toMatchObject({
       nonResourceAttributes: { verb: 'get', path: base },
     });

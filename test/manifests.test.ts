@@ -11,7 +11,7 @@ import { servesApi, validateApiServerOptions } from '../apiserver/options.js';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
-import { defaultRulesConfigmap, queriesAuthPath, validateKubeOptions } from '../kube/options.js';
+import { defaultRulesConfigmap, liveLogAuthPath, validateKubeOptions } from '../kube/options.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
@@ -85,6 +85,7 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
 
   it('renders exactly the expected kinds, all in one namespace', () => {
     expect(objs.map((o) => o.kind).sort()).toEqual([
+      'ClusterRole',
       'ClusterRole',
       'ClusterRole',
       'ClusterRoleBinding',
@@ -217,12 +218,15 @@ describe('manifests/ (DaemonSet on a spoke)', () => {
       expect([...(r.verbs ?? []), ...(r.resources ?? []), ...(r.apiGroups ?? [])]).not.toContain('*');
       expect(r.resources ?? []).not.toContain('secrets');
     }
-    // The reader roles are for people: granted to nobody here. The query log has a role of its own.
+    // The reader roles are for people: granted to nobody here. The query and dial logs have roles of their own.
     expect(one(objs, 'ClusterRole', 'spoke-agent-debug-reader').rules).toEqual([
       { nonResourceURLs: [values.debugAuthPath, '/metrics'], verbs: ['get'] },
     ]);
     expect(one(objs, 'ClusterRole', 'spoke-agent-debug-query-reader').rules).toEqual([
-      { nonResourceURLs: [queriesAuthPath(values.debugAuthPath)], verbs: ['get'] },
+      { nonResourceURLs: [liveLogAuthPath(values.debugAuthPath, 'queries')], verbs: ['get'] },
+    ]);
+    expect(one(objs, 'ClusterRole', 'spoke-agent-debug-dial-reader').rules).toEqual([
+      { nonResourceURLs: [liveLogAuthPath(values.debugAuthPath, 'dials')], verbs: ['get'] },
     ]);
     expect(objs.filter((o) => o.kind.endsWith('Binding') && o.roleRef.name.startsWith('spoke-agent-debug'))).toEqual(
       [],
@@ -458,6 +462,7 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
     const added = objs.filter((o) => !base.some((b) => b.kind === o.kind && b.metadata.name === o.metadata.name));
     expect(added.map((o) => `${o.kind}/${o.metadata.name}`).sort()).toEqual([
       'APIService/v1alpha1.dns.spoke-agent.io',
+      'ClusterRole/spoke-agent-dial-reader',
       'ClusterRole/spoke-agent-dns-debugger',
       'ClusterRole/spoke-agent-dns-query-reader',
       'RoleBinding/spoke-agent-authentication-reader',
@@ -512,10 +517,16 @@ describe('manifests/dns-api (optional component: kubectl through the aggregation
     );
     // Reading the queries pods make is not reading the rules: a role of its own.
     expect(one(objs, 'ClusterRole', 'spoke-agent-dns-query-reader').rules).toEqual(role(resources.queries));
-    expect(Object.keys(resources).sort()).toEqual(['queries', 'resolutions', 'rules']);
+    // Nor is who reached what through the tunnel.
+    expect(one(objs, 'ClusterRole', 'spoke-agent-dial-reader').rules).toEqual(role(resources.dials));
+    expect(Object.keys(resources).sort()).toEqual(['dials', 'queries', 'resolutions', 'rules']);
     // Bound to nobody here.
     expect(
-      objs.filter((o) => ['spoke-agent-dns-debugger', 'spoke-agent-dns-query-reader'].includes(o.roleRef?.name)),
+      objs.filter((o) =>
+        ['spoke-agent-dns-debugger', 'spoke-agent-dns-query-reader', 'spoke-agent-dial-reader'].includes(
+          o.roleRef?.name,
+        ),
+      ),
     ).toEqual([]);
   });
 });

@@ -1,31 +1,31 @@
-// A watch of the query log over HTTP: the entries held after a position, then new ones as the log
+// A watch of a live log over HTTP: the changes held after a position, then new ones as the log
 // hands them over (in batches, every 100 ms while someone watches), one line each, until the client
-// goes or the timeout ends the response. Used by the API (`kubectl get queries --watch`, watch events)
-// and by /debug/queries?watch=true (one entry a line). A client that does not read is not buffered
-// for without bound: past `highWaterBytes` waiting to be sent, its entries are skipped and counted.
+// goes or the timeout ends the response. Used by the API (`kubectl get ... --watch`, watch events)
+// and by /debug (one entry a line). A client that does not read is not buffered for without bound:
+// past `highWaterBytes` waiting to be sent, its entries are skipped and counted.
 import type http from 'node:http';
-import type { QueryEntry, QueryLog } from './query-log.js';
+import type { LiveEntry, LiveLog } from './live-log.js';
 
-export interface QueryStream {
-  log: QueryLog;
-  /** Entries after this seq are sent: 0 for everything held, `log.last` for only what comes. */
+export interface LiveStream<E extends LiveEntry = LiveEntry> {
+  log: LiveLog<E>;
+  /** Changes after this seq are sent: 0 for everything held, `log.last` for only what comes. */
   after: number;
-  keep: (e: QueryEntry) => boolean;
-  /** The text sent for an entry, newline included; `first` for the first one sent. */
-  line: (e: QueryEntry, first: boolean) => string;
+  keep: (e: E) => boolean;
+  /** The text sent for a change, newline included; `first` for the first one sent. */
+  line: (e: E, first: boolean) => string;
   contentType: string;
   /** The watch ends after this long (the client may watch again). */
   timeoutMs: number;
   highWaterBytes?: number;
 }
 
-export function streamQueries(res: http.ServerResponse, s: QueryStream): void {
+export function streamLiveLog<E extends LiveEntry>(res: http.ServerResponse, s: LiveStream<E>): void {
   const highWater = s.highWaterBytes ?? 1 << 20;
   res.writeHead(200, { 'content-type': s.contentType, 'cache-control': 'no-cache, private' });
   res.flushHeaders();
   let last = s.after;
   let first = true;
-  const send = (batch: readonly QueryEntry[]) => {
+  const send = (batch: readonly E[]) => {
     if (res.writableEnded || res.destroyed) return;
     let chunk = '';
     let skipped = 0;
