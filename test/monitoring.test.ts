@@ -10,13 +10,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { DialTraffic } from '../agent/dial-traffic.js';
 import { AgentMetrics } from '../agent/metrics.js';
+import { RefusalAudit } from '../agent/refusal-audit.js';
+import { systemClock } from '../clock/clock.js';
 import { DialAllowlist } from '../dial-policy/allowlist.js';
 import { dialThroughProxy } from '../client/dial.js';
 import { prometheusRule, prometheusRulePath, rulesPath } from '../cmd/monitoring-rules.js';
 import { DnsMetrics } from '../dns/metrics.js';
 import { KubeMetrics } from '../kube/metrics.js';
 import { processRegistry } from '../observability/health-server.js';
+import { createLogger } from '../observability/log.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { runCli, repoRoot, type Child } from './support/processes.js';
@@ -126,6 +130,8 @@ describe('alert rules (manifests/monitoring/alerts.rules.yaml)', () => {
         'SpokeAgentDnsServfailRatioHigh',
         'SpokeAgentRulesWatchFailing',
         'SpokeAgentRulesRejected',
+        'SpokeAgentDialRefusalsRising',
+        'SpokeAgentRuleDialsFailing',
       ]),
     );
     for (const a of alerts) {
@@ -274,6 +280,8 @@ describe('every query names only metrics and labels the agent exports', () => {
     // The same metrics as the scrape, built in process: any metric added elsewhere fails here first.
     const registry = processRegistry();
     new AgentMetrics(registry);
+    new DialTraffic(registry);
+    new RefusalAudit(createLogger('silent'), systemClock, registry);
     new DnsMetrics(registry, () => ({ answers: 0, upstream: 0 }));
     new KubeMetrics(registry);
     new DialAllowlist({ resolveForDial: async () => ({ addresses: [] }), cidrs: [], registry });
