@@ -74,7 +74,12 @@ interface DialRate {
 }
 
 /** Dials per second: `parallel` workers each dial, send 1 byte, read it back, close, for `ms`. */
-async function dialRate(s: Subject, echo: string, parallel: number, ms: number): Promise<DialRate> {
+export async function dialRate(
+  s: Pick<Subject, 'route' | 'agent' | 'hub'>,
+  echo: string,
+  parallel: number,
+  ms: number,
+): Promise<DialRate> {
   const one = Buffer.from('x');
   const until = performance.now() + ms;
   let done = 0;

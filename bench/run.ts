@@ -4,6 +4,7 @@
 import { fileURLToPath } from 'node:url';
 import { runChurn } from './churn.js';
 import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
+import { runDialLog } from './dial-log.js';
 import { runDns } from './dns.js';
 import { runFleet } from './fleet.js';
 import { runIdle } from './idle.js';
@@ -16,7 +17,18 @@ import { runSlowConsumer } from './slow-consumer.js';
 import { Subjects } from './subjects.js';
 import { runThroughput } from './throughput.js';
 
-const sections = ['idle', 'throughput', 'latency', 'scale', 'slow', 'dns', 'reconnect', 'churn', 'fleet'] as const;
+const sections = [
+  'idle',
+  'throughput',
+  'latency',
+  'dial-log',
+  'scale',
+  'slow',
+  'dns',
+  'reconnect',
+  'churn',
+  'fleet',
+] as const;
 type Section = (typeof sections)[number];
 /** Minutes long: only when named. */
 const optIn: readonly Section[] = ['churn', 'fleet'];
@@ -73,6 +85,7 @@ try {
   await run('dns', () => runDns(report, quick));
   await run('throughput', () => runThroughput(report, subjects, targets, quick));
   await run('latency', () => runLatency(report, subjects, targets, quick));
+  await run('dial-log', () => runDialLog(report, pki, targets, quick));
   await run('slow', () => runSlowConsumer(report, subjects, targets, quick));
   await run('scale', () => runScale(report, pki, quick));
   await run('reconnect', () => runReconnect(report, pki, quick));

@@ -6,7 +6,7 @@ import { GiB, MiB, type Report } from './report.js';
 import type { Subject, Subjects } from './subjects.js';
 
 /** Asks the source target for `bytes` and reads them all; resolves with the seconds it took after the dial. */
-async function download(route: Route, source: string, bytes: number): Promise<number> {
+export async function download(route: Route, source: string, bytes: number): Promise<number> {
   const conn: Duplex = await route.dial(source);
   const started = performance.now();
   await new Promise<void>((resolve, reject) => {

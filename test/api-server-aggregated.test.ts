@@ -24,9 +24,10 @@ import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { renderWithComponent, type Obj } from './support/kustomize.js';
 import { runCli, type Child } from './support/processes.js';
-import { unusedPort } from './support/targets.js';
+import { requestUntilClose, unusedPort } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 import { createLogger } from '../observability/log.js';
+import { dialThroughProxy } from '../client/dial.js';
 
 const missing = kubeBinariesMissing();
 if (missing) console.warn(`api-server-aggregated: ${missing}`);
@@ -98,10 +99,11 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
       });
     const applied = await kube.kubectl('admin', ['apply', '-f', '-'], objects.map((o) => stringify(o)).join('---\n'));
     expect(applied.code, applied.stderr).toBe(0);
-    // alice may debug resolutions and rules, carol only read the query log: separate permissions.
+    // alice may debug resolutions and rules, carol only read the query log, dave the dial log: separate permissions.
     for (const [name, role, user] of [
       ['alice-dns', 'spoke-agent-dns-debugger', 'alice'],
       ['carol-queries', 'spoke-agent-dns-query-reader', 'carol'],
+      ['dave-dials', 'spoke-agent-dial-reader', 'dave'],
     ]) {
       const bound = await kube.kubectl('admin', [
         'create',
@@ -207,7 +209,12 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
   it('kubectl api-resources lists the group, and kubectl get reads the resources', async () => {
     const r = await kube.kubectl('alice', ['api-resources', `--api-group=${group}`, '-o', 'name']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.trim().split('\n').sort()).toEqual([`queries.${group}`, `resolutions.${group}`, `rules.${group}`]);
+    expect(r.stdout.trim().split('\n').sort()).toEqual([
+      `dials.${group}`,
+      `queries.${group}`,
+      `resolutions.${group}`,
+      `rules.${group}`,
+    ]);
     const rules = await kube.kubectl('alice', ['get', `rules.${group}`, '-o', 'name']);
     expect(rules.code, rules.stderr).toBe(0);
     expect(rules.stdout).toContain(`rule.${group}/cluster1`);
@@ -391,6 +398,53 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     });
     expect(direct).toBe(403);
   });
+
+  it('a request through the hub shows in a running kubectl get dials --watch, then its bytes and duration once it closes; refusals by field selector; 403 without the dial role', async () => {
+    // The agent runs its own hub (no --proxy-server-host); its gRPC frontend takes dials as a hub client's would.
+    const grpcPort = Number((await agent!.waitFor(/gRPC frontend (\d+)/))[1]);
+    const healthPort = Number((await agent!.waitFor(/"port":(\d+)[^\n]*health server listening/))[1]);
+    const through = (address: string) =>
+      dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address });
+    // No rule resolves to 127.0.0.2: refused by the dial policy (and the watch's first list has a row).
+    await expect(through('127.0.0.2:80')).rejects.toThrow(/not allowed/);
+    const watch = kube.kubectlProcess('dave', ['get', `dials.${group}`, '--watch']);
+    try {
+      await watch.waitFor(/127\.0\.0\.2:80 +<none> +127\.0\.0\.2 +refused/, 30_000);
+      // The rule's name, to the agent's own health port on loopback (what the rule's target resolves to).
+      const destination = `kubernetes.default.cluster1:${healthPort}`;
+      const conn = await through(destination);
+      await watch.waitFor(new RegExp(`${destination} +--expose=default/kubernetes +127\\.0\\.0\\.1 +open`), 10_000);
+      expect(await requestUntilClose(conn, 'GET /healthz HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.[01] 200/);
+      await watch.waitFor(
+        new RegExp(`${destination} +--expose=default/kubernetes +127\\.0\\.0\\.1 +connected +\\d+/\\d+ +[\\d.]+ms`),
+        10_000,
+      );
+      const table = columns(watch.stdout());
+      expect(table.header).toEqual(['NAME', 'DESTINATION', 'RULE', 'ADDRESS', 'RESULT', 'BYTES', 'DURATION', 'AGE']);
+      const closed = table.rows.filter((r) => r[1] === destination).at(-1)!;
+      const [toTarget, fromTarget] = closed[5]!.split('/').map(Number);
+      expect(toTarget).toBe('GET /healthz HTTP/1.0\r\n\r\n'.length);
+      expect(fromTarget).toBeGreaterThan(0);
+    } finally {
+      watch.kill();
+      await watch.exited;
+    }
+    const refusals = columns(
+      (await kube.kubectl('dave', ['get', `dials.${group}`, '--field-selector', 'result=refused', '-o', 'wide']))
+        .stdout,
+    );
+    expect(refusals.rows.map((r) => [r[1], r[4]])).toEqual([['127.0.0.2:80', 'refused']]);
+    expect(refusals.header.slice(8)).toEqual(['SERVER', 'CONNECTID', 'TARGET', 'DIAL', 'REASON']);
+    // alice reads resolutions but not the dial log.
+    const refused = await kube.kubectl('alice', ['get', `dials.${group}`]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(
+      /dials\.dns\.spoke-agent\.io is forbidden: User "alice" cannot list resource "dials"/,
+    );
+    expect((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1'])).code).toBe(0);
+    const status = await kube.kubectl('dave', ['explain', `dials.${group}.status.result`]);
+    expect(status.stdout).toMatch(/connected, refused \(by the dial policy/);
+  }, 90_000);
 
   it('passes the UID from requestheader-uid-headers to the SubjectAccessReview when the ConfigMap names them', async () => {
     // v1.28 has no --requestheader-uid-headers: what 1.33 publishes is added to what this API server

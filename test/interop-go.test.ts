@@ -266,6 +266,17 @@ function interopSuite(release: AnpRelease): void {
       );
       expect(grpcServer.lines(/"Received CLOSE_REQ"/, from).length).toBe(1);
       expect(grpcServer.lines(/"Received CLOSE_RSP".*agentID="spoke-interop-agent"/, from).length).toBe(1);
+      // The dial log has it, with the Go server's ID and, once closed, the bytes each way.
+      const logged = () =>
+        agent!.agent.dialLog!.current().find((e) => e.destination === echo.address && e.server === grpcServer.serverID);
+      await waitUntil(() => logged()?.open === false, 5000, 'the dial log to record the close');
+      expect(logged()).toMatchObject({
+        result: 'connected',
+        bytesToTarget: 1 << 20,
+        bytesFromTarget: 1 << 20,
+        closedBy: 'CLOSE_REQ',
+        durationMs: expect.any(Number),
+      });
     });
 
     it('dialThroughProxy through the Go http-connect frontend: 1 MiB echoed intact', async () => {

@@ -25,6 +25,7 @@ import { FakeApiServer } from './support/fake-apiserver.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { runCli, repoRoot, type Child } from './support/processes.js';
 import { exportedNames, promqlNames } from './support/promql.js';
+import { requestUntilClose } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: rule files and dashboards are plain data, read by path
@@ -221,13 +222,7 @@ describe('every query names only metrics and labels the agent exports', () => {
       proxyPort: grpcPort,
       address: `db.cluster1:${healthPort}`,
     });
-    const reply = new Promise<string>((resolve) => {
-      let text = '';
-      conn.on('data', (c: Buffer) => (text += c.toString()));
-      conn.on('close', () => resolve(text));
-    });
-    conn.write('GET /healthz HTTP/1.0\r\n\r\n');
-    expect(await reply).toMatch(/^HTTP\/1\.[01] 200/);
+    expect(await requestUntilClose(conn, 'GET /healthz HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.[01] 200/);
     await expect(
       dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address: '127.0.0.2:80' }),
     ).rejects.toThrow();

@@ -64,6 +64,7 @@ beforeAll(async () => {
   web = await startHttpServer();
   names['echo.cluster1'] = '127.0.0.1';
   names['web.prod.cluster1'] = '127.0.0.1';
+  names['forbidden.cluster1'] = '127.0.0.1';
   hub = await ProxyHub.start({
     agentPort: 0,
     serverPort: 0,
@@ -81,16 +82,19 @@ beforeAll(async () => {
     [
       ...agentTlsFlags(pki),
       `--service-account-token-path=${tokenFile}`,
-      '--agent-identifiers=host=echo.cluster1&host=web.prod.cluster1&host=127.0.0.1&host=nosuch.cluster1&host=slow.cluster1',
+      '--agent-identifiers=host=echo.cluster1&host=web.prod.cluster1&host=127.0.0.1&host=nosuch.cluster1&host=slow.cluster1&host=forbidden.cluster1',
       '--dial-timeout=400ms',
     ],
     {
-      resolve: async (host) => {
+      resolve: async (host, dial) => {
         if (host === 'slow.cluster1') return new Promise(() => {});
+        if (host === 'web.prod.cluster1' && dial) dial.rule = '--expose=prod/web';
         const ip = names[host];
         if (!ip) throw new Error('not found');
         return [ip];
       },
+      authorize: (host) =>
+        host === 'forbidden.cluster1' ? 'not allowed: no rule serves "forbidden.cluster1"' : undefined,
     },
   );
   await agent.ready();
@@ -165,6 +169,28 @@ describe.each(modes)('through the %s frontend', (mode) => {
 });
 
 describe('agent behaviour seen by the hub', () => {
+  it('records each dial in the dial log: the server, the rule, bytes and duration once closed, refusals with their reason', async () => {
+    const log = agent.agent.dialLog!;
+    const from = log.last;
+    const conn = await dial('grpc', `web.prod.cluster1:${web.port}`);
+    const { body } = await httpGet(conn, '/bytes/1000');
+    expect(body.length).toBe(1000);
+    const mine = () => log.current().find((e) => e.destination === `web.prod.cluster1:${web.port}` && e.id > from);
+    expect(mine()).toMatchObject({ server: hub.serverID, rule: '--expose=prod/web', address: '127.0.0.1', open: true });
+    conn.destroy();
+    await waitUntil(() => mine()?.open === false, 5000, 'the close in the dial log');
+    expect(mine()).toMatchObject({ result: 'connected', bytesFromTarget: expect.any(Number), closedBy: 'CLOSE_REQ' });
+    expect(mine()!.bytesToTarget).toBeGreaterThan(0);
+    expect(mine()!.bytesFromTarget).toBeGreaterThan(1000);
+    await expect(dial('grpc', 'forbidden.cluster1:80')).rejects.toThrow(/not allowed/);
+    expect(log.current().at(-1)).toMatchObject({
+      destination: 'forbidden.cluster1:80',
+      result: 'refused',
+      reason: 'dial tcp forbidden.cluster1:80: not allowed: no rule serves "forbidden.cluster1"',
+      server: hub.serverID,
+    });
+  });
+
   it('cancels a pending dial when the frontend stream dies (the hub sends DIAL_CLS)', async () => {
     const cancelled = () => agent.agent.metrics.dialCancellations.get().then((m) => m.values[0]?.value ?? 0);
     const before = await cancelled();

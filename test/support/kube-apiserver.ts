@@ -30,6 +30,7 @@ const users: Record<string, [string, string[]]> = {
   alice: ['alice-token', []],
   bob: ['bob-token', []],
   carol: ['carol-token', []],
+  dave: ['dave-token', []],
   'system:serviceaccount:spoke-agent:spoke-agent': [
     'spoke-agent-token',
     ['system:serviceaccounts', 'system:serviceaccounts:spoke-agent'],

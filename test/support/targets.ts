@@ -126,6 +126,16 @@ export async function unusedPort(): Promise<number> {
 }
 
 /** Writes `payload` to a connection to an echo target, reads as many bytes back, returns their checksum. */
+/** Sends `request` on a tunnel and resolves with everything that comes back until it closes (an HTTP/1.0 exchange). */
+export function requestUntilClose(conn: Duplex, request: string): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    conn.on('data', (c: Buffer) => (text += c.toString()));
+    conn.on('close', () => resolve(text));
+    conn.write(request);
+  });
+}
+
 export function echoRoundTrip(conn: Duplex, payload: Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
