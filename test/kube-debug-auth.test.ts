@@ -26,6 +26,8 @@ beforeAll(async () => {
   api.users.set('carol-token', { username: 'carol' });
   api.allowed.add('alice get /debug/spoke-agent');
   api.allowed.add('carol get /debug/spoke-agent/queries');
+  api.users.set('dave-token', { username: 'dave' });
+  api.allowed.add('dave get /debug/spoke-agent/dials');
   api.allowed.add('system:serviceaccount:monitoring:prometheus get /metrics');
   const registry = new Registry();
   const { values } = parseFlags(kubeFlags, [
@@ -37,6 +39,7 @@ beforeAll(async () => {
   health = new HealthServer({ host: '127.0.0.1', port: 0, registry, log });
   health.addRoute('/debug/rules', (_req, res) => void res.writeHead(200).end('rules'), guards.debug);
   health.addRoute('/debug/queries', (_req, res) => void res.writeHead(200).end('queries'), guards.queries);
+  health.addRoute('/debug/dials', (_req, res) => void res.writeHead(200).end('dials'), guards.dials);
   if (guards.metrics) health.protectMetrics(guards.metrics);
   base = `http://127.0.0.1:${(await health.listen()).port}`;
 });
@@ -78,6 +81,15 @@ describe('delegated authentication of /debug and /metrics', () => {
     expect(await get('/debug/queries', 'carol-token')).toMatchObject({ status: 200, body: 'queries' });
     expect((await get('/debug/rules', 'carol-token')).status).toBe(403);
     expect((await get('/debug/queries')).status).toBe(401);
+  });
+
+  it('guards /debug/dials with a permission of its own too: get on --debug-auth-path + /dials', async () => {
+    const carol = await get('/debug/dials', 'carol-token');
+    expect(carol.status).toBe(403);
+    expect(carol.body).toMatch(/forbidden: User "carol" cannot get path "\/debug\/spoke-agent\/dials"/);
+    expect(await get('/debug/dials', 'dave-token')).toMatchObject({ status: 200, body: 'dials' });
+    expect((await get('/debug/queries', 'dave-token')).status).toBe(403);
+    expect((await get('/debug/dials', 'alice-token')).status).toBe(403);
   });
 
   it('protects /metrics with get on the non-resource URL /metrics; health probes stay open', async () => {
