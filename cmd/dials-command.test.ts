@@ -1,6 +1,13 @@
-// `spoke-agent dials`'s line for a change of a dial, without a socket.
+// `spoke-agent dials`: its line for a change of a dial, and the command against a real /debug/dials
+// (a health server on loopback over a dial log the test fills).
+import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { dialHeader, dialLine } from './dials-command.js';
+import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { dialsHandler } from '../agent/dials-handler.js';
+import { HealthServer } from '../observability/health-server.js';
+import { createLogger } from '../observability/log.js';
+import { waitUntil } from '../test/support/wait.js';
+import { dialHeader, dialLine, runDialsCommand } from './dials-command.js';
 
 const open = {
   seq: 4,
@@ -59,5 +66,57 @@ describe('dialLine', () => {
         reason: 'not allowed',
       }),
     ).toMatch(/ refused +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/);
+  });
+});
+
+describe('spoke-agent dials against /debug/dials', () => {
+  it('lists the dials held (a field selector keeps the refusals), then with -w follows a connect and its close', async () => {
+    const log = new DialLog({ size: 8 });
+    const record = (destination: string, fields: Partial<DialRecord>) =>
+      Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
+    log.added(record('web.prod.cluster1:443', { connectID: '1', rule: '--expose=prod/web', address: '10.0.0.5' }));
+    log.added(record('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }));
+    const health = new HealthServer({
+      host: '127.0.0.1',
+      port: 0,
+      registry: new Registry(),
+      log: createLogger('silent'),
+    });
+    health.addRoute('/debug/dials', dialsHandler(log));
+    const port = (await health.listen()).port;
+    let text = '';
+    const out = { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream;
+    const controller = new AbortController();
+    try {
+      expect(await runDialsCommand([`--health-server-port=${port}`, '--field-selector=result=refused'], out)).toBe(0);
+      expect(text.split('\n').slice(0, 2)).toEqual([
+        dialHeader,
+        expect.stringMatching(/ refused +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/),
+      ]);
+      text = '';
+      const tail = runDialsCommand([`--health-server-port=${port}`, '-w', '--output=json'], out, controller.signal);
+      await waitUntil(() => text.split('\n').length > 2, 5000, 'the dials held');
+      const open = record('db.prod.cluster1:5432', { connectID: '2', address: '10.0.0.6' });
+      log.added(open);
+      await waitUntil(() => text.includes('"destination":"db.prod.cluster1:5432"'), 5000, 'the connect in the tail');
+      Object.assign(open, { bytesToTarget: 3, bytesFromTarget: 4, durationMs: 5, closedBy: 'remote EOF' });
+      log.modified(open);
+      await waitUntil(() => text.includes('"event":"MODIFIED"'), 5000, 'the close in the tail');
+      const lines = text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(
+        lines.filter((l) => l.destination === 'db.prod.cluster1:5432').map((l) => [l.event, l.open, l.bytesFromTarget]),
+      ).toEqual([
+        ['ADDED', true, 0],
+        ['MODIFIED', false, 4],
+      ]);
+      controller.abort();
+      expect(await tail).toBe(0);
+    } finally {
+      controller.abort();
+      await health.close();
+    }
   });
 });
