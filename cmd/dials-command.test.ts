@@ -85,7 +85,12 @@ describe('spoke-agent dials against /debug/dials', () => {
     health.addRoute('/debug/dials', dialsHandler(log));
     const port = (await health.listen()).port;
     let text = '';
-    const out = { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream;
+    const out = {
+      write: (chunk: string) => {
+        text += chunk;
+        return true;
+      },
+    } as unknown as NodeJS.WritableStream;
     const controller = new AbortController();
     try {
       expect(await runDialsCommand([`--health-server-port=${port}`, '--field-selector=result=refused'], out)).toBe(0);
