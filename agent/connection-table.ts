@@ -223,16 +223,18 @@ export class ConnectionTable {
         this.connections.set(connectID, conn);
         this.pending.delete(random);
         this.finishedDials.add(random);
-        const record = this.record(cancel, 'connected', undefined, connectID);
-        if (record) {
-          conn.traffic = record.traffic;
-          this.records.set(conn, record);
-        }
         // The answer first: the hub's client waits on it. Node writes it in this turn of the event
         // loop's check phase; what does not need to come before it runs just after (nothing for this
         // connection, from the server or the target, can arrive in between: that is the next turn's I/O).
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         setImmediate(() => {
+          // Recorded after the answer, and before any byte is relayed (its rule's counts take them).
+          const settled = this.record(cancel, 'connected', undefined, connectID);
+          if (settled) {
+            conn.traffic = settled.traffic;
+            if (conn.closedBy === undefined) this.records.set(conn, settled);
+            else this.recordClose(conn, settled);
+          }
           conn.start(); // safe even if the connection closed meanwhile: it then relays nothing
           this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
           this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
@@ -270,6 +272,18 @@ export class ConnectionTable {
     record.reason = reason;
     record.dialMs = performance.now() - dial.started;
     return { record, traffic: this.opts.dials.settled(record) };
+  }
+
+  /** A connected dial closed: its bytes, duration and how, to the recorder. */
+  private recordClose(
+    conn: EndpointConnection,
+    { record, traffic }: { record: DialRecord; traffic: RuleTraffic },
+  ): void {
+    record.bytesToTarget = conn.bytesToTarget;
+    record.bytesFromTarget = conn.bytesFromTarget;
+    record.closedBy = conn.closedBy;
+    record.durationMs = performance.now() - record.started;
+    this.opts.dials!.closed(record, traffic);
   }
 
   private brake(conn: EndpointConnection): void {
@@ -319,12 +333,7 @@ export class ConnectionTable {
     const settled = this.records.get(conn);
     if (settled) {
       this.records.delete(conn);
-      const { record } = settled;
-      record.bytesToTarget = conn.bytesToTarget;
-      record.bytesFromTarget = conn.bytesFromTarget;
-      record.closedBy = conn.closedBy;
-      record.durationMs = performance.now() - record.started;
-      this.opts.dials!.closed(record, settled.traffic);
+      this.recordClose(conn, settled);
     }
     this.closedConnections.add(conn.connectID);
     this.notifyIfIdle();
