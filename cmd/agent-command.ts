@@ -77,7 +77,7 @@ class Started {
 export async function runAgentCommand(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(
-      `Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve|queries --help\n\n` +
+      `Usage: spoke-agent [flags]\n       spoke-agent dial|dns|resolve|queries|dials --help\n\n` +
         `Without --proxy-server-host it starts a local hub. Without any of --${demoOffFlags.join(', --')}: also the demo of README.md's quick start.\n\nFlags:\n${usage(agentCommandFlags)}\n`,
     );
     return 0;
@@ -118,7 +118,7 @@ async function start(argv: string[], started: Started): Promise<number> {
 function parseAgentFlags(argv: string[]): Flags {
   const flags = parseFlags(agentCommandFlags, argv, process.env);
   if (flags.positionals.length > 0)
-    throw new UsageError(`unexpected argument "${flags.positionals[0]}" (subcommands: dial, dns, resolve, queries)`);
+    throw new UsageError(`unexpected argument "${flags.positionals[0]}" (subcommands: dial, dns, resolve, queries, dials)`);
   const o = flags.values;
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
