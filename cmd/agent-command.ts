@@ -118,7 +118,9 @@ async function start(argv: string[], started: Started): Promise<number> {
 function parseAgentFlags(argv: string[]): Flags {
   const flags = parseFlags(agentCommandFlags, argv, process.env);
   if (flags.positionals.length > 0)
-    throw new UsageError(`unexpected argument "${flags.positionals[0]}" (subcommands: dial, dns, resolve, queries, dials)`);
+    throw new UsageError(
+      `unexpected argument "${flags.positionals[0]}" (subcommands: dial, dns, resolve, queries, dials)`,
+    );
   const o = flags.values;
   const problem = validateAgentOptions(o) ?? validateKubeOptions(o) ?? tlsFilesProblem(o);
   if (problem) throw new UsageError(problem);
