@@ -6,6 +6,7 @@ import { DialLog, DialRecord } from '../agent/dial-log.js';
 import { dialsHandler } from '../agent/dials-handler.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
+import { textOut } from '../test/support/text-out.js';
 import { waitUntil } from '../test/support/wait.js';
 import { dialHeader, dialLine, runDialsCommand } from './dials-command.js';
 
@@ -84,30 +85,30 @@ describe('spoke-agent dials against /debug/dials', () => {
     });
     health.addRoute('/debug/dials', dialsHandler(log));
     const port = (await health.listen()).port;
-    let text = '';
-    const out = {
-      write: (chunk: string) => {
-        text += chunk;
-        return true;
-      },
-    } as unknown as NodeJS.WritableStream;
+    const printed = textOut();
+    const { out } = printed;
     const controller = new AbortController();
     try {
       expect(await runDialsCommand([`--health-server-port=${port}`, '--field-selector=result=refused'], out)).toBe(0);
-      expect(text.split('\n').slice(0, 2)).toEqual([
+      expect(printed.text().split('\n').slice(0, 2)).toEqual([
         dialHeader,
         expect.stringMatching(/ refused +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/),
       ]);
-      text = '';
+      printed.clear();
       const tail = runDialsCommand([`--health-server-port=${port}`, '-w', '--output=json'], out, controller.signal);
-      await waitUntil(() => text.split('\n').length > 2, 5000, 'the dials held');
+      await waitUntil(() => printed.text().split('\n').length > 2, 5000, 'the dials held');
       const open = record('db.prod.cluster1:5432', { connectID: '2', address: '10.0.0.6' });
       log.added(open);
-      await waitUntil(() => text.includes('"destination":"db.prod.cluster1:5432"'), 5000, 'the connect in the tail');
+      await waitUntil(
+        () => printed.text().includes('"destination":"db.prod.cluster1:5432"'),
+        5000,
+        'the connect in the tail',
+      );
       Object.assign(open, { bytesToTarget: 3, bytesFromTarget: 4, durationMs: 5, closedBy: 'remote EOF' });
       log.modified(open);
-      await waitUntil(() => text.includes('"event":"MODIFIED"'), 5000, 'the close in the tail');
-      const lines = text
+      await waitUntil(() => printed.text().includes('"event":"MODIFIED"'), 5000, 'the close in the tail');
+      const lines = printed
+        .text()
         .trim()
         .split('\n')
         .map((l) => JSON.parse(l) as Record<string, unknown>);

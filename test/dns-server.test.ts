@@ -26,6 +26,7 @@ import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js'
 import { testDnsValues } from './support/dns-values.js';
 import { repoRoot } from './support/processes.js';
 import { unusedPort } from './support/targets.js';
+import { textOut } from './support/text-out.js';
 import { waitUntil } from './support/wait.js';
 
 const run = promisify(execFile);
@@ -426,22 +427,17 @@ describe('debugging', () => {
   });
 
   it('spoke-agent resolve asks the server and prints the chain', async () => {
-    let text = '';
-    const out = {
-      write: (s: string) => {
-        text += s;
-        return true;
-      },
-    } as unknown as NodeJS.WritableStream;
+    const printed = textOut();
+    const { out } = printed;
     const code = await runResolveCommand(
       ['web.prod.cluster1', `--dns-port=${port}`, '--health-server-port=1', '--timeout=500ms'],
       out,
     );
     expect(code).toBe(0);
-    expect(text).toMatch(/NOERROR in [\d.]+ms, flags qr aa rd ra/);
-    expect(text).toMatch(/;; CNAME chain: web.prod.cluster1 -> web.prod.svc.cluster.test/);
-    expect(text).toMatch(/;; addresses: 127.0.0.11/);
-    expect(text).toMatch(/no explanation: .* unreachable/);
+    expect(printed.text()).toMatch(/NOERROR in [\d.]+ms, flags qr aa rd ra/);
+    expect(printed.text()).toMatch(/;; CNAME chain: web.prod.cluster1 -> web.prod.svc.cluster.test/);
+    expect(printed.text()).toMatch(/;; addresses: 127.0.0.11/);
+    expect(printed.text()).toMatch(/no explanation: .* unreachable/);
   });
 
   it('records what clients asked and got in the query log (batched UDP, dgram, TCP), and not its own explanations', async () => {
@@ -556,30 +552,25 @@ describe('debugging', () => {
       ).toEqual(['watched.cluster1']);
 
       // spoke-agent queries: the list, then (-w) what comes, until stopped.
-      let text = '';
-      const out = {
-        write: (chunk: string) => {
-          text += chunk;
-          return true;
-        },
-      } as unknown as NodeJS.WritableStream;
+      const printed = textOut();
+      const { out } = printed;
       const healthPort = new URL(url).port;
       expect(
         await runQueriesCommand([`--health-server-port=${healthPort}`, '--field-selector=name=listed.cluster1'], out),
       ).toBe(0);
-      expect(text.split('\n')[0]).toBe(queryHeader);
-      expect(text.split('\n')[1]).toMatch(
+      expect(printed.text().split('\n')[0]).toBe(queryHeader);
+      expect(printed.text().split('\n')[1]).toMatch(
         /^\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1:\d+ +udp +A +NXDOMAIN +listed\.cluster1 - [\d.]+ms$/,
       );
-      text = '';
+      printed.clear();
       const tail = runQueriesCommand(
         [`--health-server-port=${healthPort}`, '-w', '--output=json', '--field-selector=rcode=NXDOMAIN'],
         out,
         controller.signal,
       );
-      await waitUntil(() => text.includes('"name":"watched.cluster1"'), 20_000, 'the held queries');
+      await waitUntil(() => printed.text().includes('"name":"watched.cluster1"'), 20_000, 'the held queries');
       await dig('tailed.cluster1', 'A');
-      await waitUntil(() => text.includes('"name":"tailed.cluster1"'), 20_000, 'the new query in the tail');
+      await waitUntil(() => printed.text().includes('"name":"tailed.cluster1"'), 20_000, 'the new query in the tail');
       controller.abort();
       expect(await tail).toBe(0);
       expect(await runQueriesCommand(['--health-server-port=1'], out)).toBe(1);
