@@ -325,17 +325,16 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     for (const row of rules.rows) expect(row[5]).toMatch(/^\d+(s|m\d*s?)$/); // not <unknown>: rules have a creationTimestamp
   });
 
-  it('a dig shows up in a running kubectl get --watch within a second', async () => {
+  // How soon is the live log's flush (live-log/live-log.ts flushMs, on fake timers in dns/query-log.test.ts);
+  // here, that the line arrives through the real aggregator, without a wall-clock limit a busy machine breaks.
+  it('a dig shows up in a running kubectl get --watch', async () => {
     const tag = Date.now();
     await dig(`before-${tag}.cluster1`, 'TXT'); // so the watch's first list has a row to print
     const watch = kube.kubectlProcess('carol', ['get', `queries.${group}`, '--watch', '--field-selector', 'type=TXT']);
     try {
       await watch.waitFor(new RegExp(`before-${tag}\\.cluster1`), 30_000);
-      const asked = performance.now();
       await dig(`watched-${tag}.cluster1`, 'TXT');
-      await watch.waitFor(new RegExp(`watched-${tag}\\.cluster1.*\\n`), 5000);
-      const ms = performance.now() - asked;
-      expect(ms, `shown ${ms.toFixed(0)} ms after dig answered`).toBeLessThan(1000);
+      await watch.waitFor(new RegExp(`watched-${tag}\\.cluster1.*\\n`), 20_000);
       const table = columns(watch.stdout());
       expect(table.header).toEqual(['NAME', 'QUERY', 'TYPE', 'CLIENT', 'RCODE', 'RULE', 'LATENCY', 'AGE']);
       expect(table.rows.find((r) => r[1] === `watched-${tag}.cluster1`)).toEqual([
