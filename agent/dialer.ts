@@ -10,8 +10,11 @@ import { joinHostPort, splitHostPort } from '../net/address.js';
  */
 export type HostResolver = (host: string, dial?: DialCancel) => Promise<string[]>;
 
-/** Returns why `address` (an IP) may not be dialled for `host`, or undefined when it may. */
-export type DialAuthorizer = (host: string, address: string) => string | undefined;
+/** Returns why `address` (an IP) may not be dialled on `port` for `host`, or undefined when it may. */
+export type DialAuthorizer = (host: string, address: string, port: number) => string | undefined;
+
+/** Thrown by a HostResolver for a host the policy refuses by name: the dial fails as denied, with this reason. */
+export class DialDenied extends Error {}
 
 /**
  * Cancels a dial (the hub's DIAL_CLS, or its stream going away). What an AbortSignal does, without
@@ -77,13 +80,14 @@ export async function dialTcp(address: string, opts: TargetDialOptions): Promise
       );
     } catch (err) {
       if (err instanceof TargetDialError) throw err;
+      if (err instanceof DialDenied) throw new TargetDialError(`dial tcp ${address}: ${err.message}`, 'denied');
       throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
     }
     if (candidates.length === 0)
       throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
   }
   for (const ip of candidates) {
-    const denied = opts.authorize?.(target.host, ip);
+    const denied = opts.authorize?.(target.host, ip, target.port);
     if (denied && opts.cancel) opts.cancel.address = ip;
     if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied');
   }

@@ -78,8 +78,8 @@ const definitions: Record<string, Schema> = {
     'The answer and its explanation.',
     {
       action: str(
-        'What the server does with the name: rule (a rule answers), nxdomain (in the cluster zone, no rule), forward (to the upstream) or refused (no rule and --dns-forward=false).',
-        { enum: ['rule', 'nxdomain', 'forward', 'refused'] },
+        "What the server does with the name: rule (a rule answers), nxdomain (in the cluster zone, no rule), other-node (another node's <node>.node.<cluster>: REFUSED, that node's agent answers it), forward (to the upstream) or refused (no rule and --dns-forward=false).",
+        { enum: ['rule', 'nxdomain', 'other-node', 'forward', 'refused'] },
       ),
       reason: str('Why, in one sentence.'),
       rule: ref(`${prefix}.RuleRef`, 'The rule that matched, if one did.'),
@@ -102,7 +102,7 @@ const definitions: Record<string, Schema> = {
     source: str(
       'Where the rule comes from: a flag (--expose=default/search), a rules-file entry, the rules ConfigMap, an auto-exposed Service.',
     ),
-    kind: str('cluster, service, namespace or static.'),
+    kind: str('cluster, node, service, namespace or static.'),
   }),
   [`${prefix}.Record`]: object('A resource record in presentation form.', {
     name: str('The owner name.'),
@@ -124,6 +124,10 @@ const definitions: Record<string, Schema> = {
       '--cluster-name: the name of this cluster on the hub, and the zone the DNS server is authoritative for.',
     ),
     agentNamespace: str('--agent-namespace: <cluster>.<agent-namespace> is served too (empty: not).'),
+    node: object('--node-name and --node-ips of a per-node agent: <node>.node.<cluster> is served too (absent: not).', {
+      name: str('--node-name.'),
+      ips: { type: 'array', items: { type: 'string' }, description: '--node-ips, as Go prints them.' },
+    }),
     clusterDomain: str('--cluster-domain: targets are <service>.<namespace>.svc.<cluster-domain>.'),
   }),
   [`${prefix}.Rule`]: kindSchema(

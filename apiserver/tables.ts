@@ -114,7 +114,7 @@ export const resolutionColumns: Column<ResolutionObject>[] = [
     name: 'Action',
     type: 'string',
     priority: 0,
-    description: 'What the DNS server does with the name: rule, nxdomain, forward or refused.',
+    description: 'What the DNS server does with the name: rule, nxdomain, other-node, forward or refused.',
     cell: (o) => o.status.action,
   },
   {

@@ -27,9 +27,10 @@ import { HealthServer, processRegistry } from '../observability/health-server.js
 import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
-import { identifierHosts } from '../proto/agent-identifiers.js';
+import { identifierHosts, mergeIdentifiers } from '../proto/agent-identifiers.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { agentIdentifiers } from '../rules/identifiers.js';
+import { nodeIdentifiers } from '../rules/node.js';
 import { ruleFlags } from '../rules/options.js';
 import type { Registry } from 'prom-client';
 import type { RulesAndDns } from './agent-rules.js';
@@ -164,6 +165,8 @@ function deriveOptions(flags: Flags, demo: Demo | undefined, { log }: Context): 
   for (const { flag, value, from } of identity.derived) log.info({ flag, value, from }, `${flag} not given: derived`);
   if (identity.problem) log.warn(identity.problem);
   const derived = { ...given, clusterName: identity.clusterName, agentNamespace: identity.agentNamespace };
+  if (derived.nodeName !== '' && derived.clusterName === '')
+    throw new UsageError(`--node-name=${derived.nodeName} needs --cluster-name: its name is <node>.node.<cluster>`);
   // After the derivation: under cluster-proxy --api-server-port comes from additionalArgs, the cluster name from it.
   const apiProblem = validateApiServerOptions(derived);
   if (apiProblem) throw new UsageError(apiProblem);
@@ -223,6 +226,7 @@ function startPolicy(
   const policy = startDialPolicy({
     options,
     identifierHosts: identifierHosts(options.agentIdentifiers),
+    nodeIps: options.nodeIps,
     rules: rules && { holder: rules.holder, resolveForDial: rules.resolveForDial },
     registry,
     log,
@@ -267,10 +271,14 @@ function createAgent(
     registry,
     resolve: policy.resolve,
     authorize: policy.authorize,
-    identifiers: agentIdentifiers(options.agentIdentifiers, rules?.holder.current),
+    identifiers: agentIdentifiers(ownIdentifiers(options), rules?.holder.current),
     memoryLimit: processMemoryLimit(),
   });
 }
+
+/** --agent-identifiers and, on a per-node agent, its node's ipv4=/ipv6= (rules/node.ts). */
+const ownIdentifiers = (options: Options) =>
+  mergeIdentifiers(options.agentIdentifiers, nodeIdentifiers(options.nodeIps));
 
 interface Kube {
   /** kube/sources.ts, loaded only when something uses the Kubernetes API. */
@@ -403,7 +411,7 @@ function followKubernetes(
     }
     if (!rules) return;
     const { holder } = rules;
-    started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: options.agentIdentifiers, log }));
+    started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: ownIdentifiers(options), log }));
     if (sources)
       started.add(sources.startKubeSources({ kube: options, rules: options, holder, log, registry, client }));
   } catch (err) {

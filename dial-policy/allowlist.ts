@@ -4,17 +4,18 @@
 // candidate first). The only I/O is the resolver passed in.
 import { isIP } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
-import type { DialAuthorizer, HostResolver } from '../agent/dialer.js';
+import { type DialAuthorizer, DialDenied, type HostResolver } from '../agent/dialer.js';
 import { type Cidr, cidrContains } from '../net/cidr.js';
 import { canonicalIp } from '../net/ip.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
+import type { NodeLocalPorts } from './node-local.js';
 import type { DialResolution } from './resolve.js';
 
 /** How a dial's host resolves: resolve.ts resolveForDial over the embedded resolver, or a stand-in in tests. */
 export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match'>>;
 
-export type DenyReason = 'no_rule' | 'not_a_rule_address';
+export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
 export interface DialAllowlistOptions {
   resolveForDial: ResolveForDial;
@@ -25,6 +26,8 @@ export interface DialAllowlistOptions {
    * names is allowed to whatever it resolves to (the system resolver, for a name no rule serves).
    */
   identifierHosts?: readonly string[];
+  /** A per-node agent's node (node-local.ts): its addresses are dialled on its ports only. */
+  node?: NodeLocalPorts;
   registry: Registry;
   /** Called once per refusal, for the log. */
   onDenied?: (host: string, address: string, reason: string) => void;
@@ -48,7 +51,7 @@ export class DialAllowlist {
     this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalizeName));
     this.denied = new Counter({
       name: 'spoke_agent_dials_denied_total',
-      help: 'Dials refused before any connection attempt because no rule resolves to the address and --allowed-cidrs does not cover it, by reason (no_rule, not_a_rule_address).',
+      help: "Dials refused before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
       labelNames: ['reason'],
       registers: [opts.registry],
     });
@@ -57,7 +60,13 @@ export class DialAllowlist {
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
   readonly resolve: HostResolver = async (host, dial) => {
     const name = normalizeName(host);
-    const answer = await this.opts.resolveForDial(name);
+    let answer: Awaited<ReturnType<ResolveForDial>>;
+    try {
+      answer = await this.opts.resolveForDial(name);
+    } catch (err) {
+      if (err instanceof DialDenied) this.deny('other_node', host, '', err.message);
+      throw err;
+    }
     const addresses = answer.addresses.map((a) => a.address);
     if (answer.match) this.remember(name, addresses);
     if (answer.match && dial) {
@@ -67,7 +76,12 @@ export class DialAllowlist {
     return addresses;
   };
 
-  readonly authorize: DialAuthorizer = (host, address) => {
+  readonly authorize: DialAuthorizer = (host, address, port) => {
+    const { node } = this.opts;
+    if (node?.owns(address)) {
+      const refusal = node.portRefusal(address, port);
+      return refusal && this.deny('node_port', host, address, refusal);
+    }
     if (this.cidrs.some((c) => cidrContains(c, address))) return undefined;
     const name = normalizeName(host);
     let reason: DenyReason | undefined;
@@ -76,7 +90,9 @@ export class DialAllowlist {
     if (isIP(host) !== 0) {
       if (!this.ruleAddresses.has(canonicalIp(address))) {
         reason = 'not_a_rule_address';
-        message = `not allowed: ${address} is not an address any rule resolves to, nor inside --allowed-cidrs`;
+        message = node
+          ? `not allowed: ${address} is ${node.notMine}, not an address any rule resolves to, nor inside --allowed-cidrs`
+          : `not allowed: ${address} is not an address any rule resolves to, nor inside --allowed-cidrs`;
       }
     } else if (!this.byName.get(name)?.has(canonicalIp(address))) {
       reason = 'no_rule';
@@ -84,11 +100,14 @@ export class DialAllowlist {
         ? `not allowed: ${address} is not what the rule for "${name}" resolves to, nor inside --allowed-cidrs`
         : `not allowed: no rule serves "${name}" and ${address} is not inside --allowed-cidrs`;
     }
-    if (!reason) return undefined;
+    return reason && this.deny(reason, host, address, message);
+  };
+
+  private deny(reason: DenyReason, host: string, address: string, message: string): string {
     this.denied.inc({ reason });
     this.opts.onDenied?.(host, address, message);
     return message;
-  };
+  }
 
   /**
    * After the rules change: forget names no longer served and resolve one name per rule target, so

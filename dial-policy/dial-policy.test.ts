@@ -12,7 +12,7 @@ import { resolveForDial as resolveThroughRules } from './resolve.js';
 import { createResolver } from '../dns/setup.js';
 import { createLogger } from '../observability/log.js';
 import { RuleHolder } from '../rules/holder.js';
-import { parseRules } from '../rules/rule-set.js';
+import { parseRules, type RuleSet } from '../rules/rule-set.js';
 import { testDnsValues } from '../test/support/dns-values.js';
 import { startEchoServer, type Target } from '../test/support/targets.js';
 
@@ -21,6 +21,15 @@ const cidr = (text: string): Cidr => {
   if (typeof c === 'string') throw new Error(c);
   return c;
 };
+
+/** The embedded resolver over `rules`, as the agent builds it; no upstream is ever asked. */
+const rulesResolver = (rules: RuleSet, registry: Registry) =>
+  createResolver(
+    testDnsValues('127.0.0.1:9', { dnsBatchedUdp: false, dnsCacheSize: 10 }),
+    new RuleHolder(rules),
+    registry,
+    createLogger('silent'),
+  );
 
 describe('DialAllowlist', () => {
   const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
@@ -58,26 +67,26 @@ describe('DialAllowlist', () => {
   it('allows what rules resolve to, by name and, after a refresh, by address', async () => {
     const { allowlist } = make();
     await allowlist.refresh(rules);
-    expect(allowlist.authorize('127.0.0.1', '127.0.0.1')).toBeUndefined();
-    expect(allowlist.authorize('127.0.0.2', '127.0.0.2')).toBeUndefined();
+    expect(allowlist.authorize('127.0.0.1', '127.0.0.1', 443)).toBeUndefined();
+    expect(allowlist.authorize('127.0.0.2', '127.0.0.2', 443)).toBeUndefined();
     expect(await allowlist.resolve('Web.Default.Cluster1.')).toEqual(['127.0.0.1']);
-    expect(allowlist.authorize('Web.Default.Cluster1.', '127.0.0.1')).toBeUndefined();
+    expect(allowlist.authorize('Web.Default.Cluster1.', '127.0.0.1', 443)).toBeUndefined();
   });
 
   it('refuses the metadata service, a private address, and names no rule serves, counting each', async () => {
     const { allowlist, registry, denied } = make();
     await allowlist.refresh(rules);
-    expect(allowlist.authorize('169.254.169.254', '169.254.169.254')).toMatch(
+    expect(allowlist.authorize('169.254.169.254', '169.254.169.254', 443)).toMatch(
       /^not allowed: 169.254.169.254 is not an address any rule resolves to/,
     );
-    expect(allowlist.authorize('10.0.0.5', '10.0.0.5')).toMatch(/not an address any rule resolves to/);
+    expect(allowlist.authorize('10.0.0.5', '10.0.0.5', 443)).toMatch(/not an address any rule resolves to/);
     expect(await allowlist.resolve('elsewhere.example')).toEqual(['127.0.0.3']);
-    expect(allowlist.authorize('elsewhere.example', '127.0.0.3')).toBe(
+    expect(allowlist.authorize('elsewhere.example', '127.0.0.3', 443)).toBe(
       'not allowed: no rule serves "elsewhere.example" and 127.0.0.3 is not inside --allowed-cidrs',
     );
     // a rule name whose answer does not contain the address
     await allowlist.resolve('db.cluster1');
-    expect(allowlist.authorize('db.cluster1', '127.0.0.1')).toMatch(
+    expect(allowlist.authorize('db.cluster1', '127.0.0.1', 443)).toMatch(
       /is not what the rule for "db.cluster1" resolves to/,
     );
     expect(denied).toHaveLength(4);
@@ -88,9 +97,9 @@ describe('DialAllowlist', () => {
 
   it('lets --allowed-cidrs through, IPv4 and IPv6', async () => {
     const { allowlist } = make(['10.0.0.0/8', 'fd00::/8']);
-    expect(allowlist.authorize('10.0.0.5', '10.0.0.5')).toBeUndefined();
-    expect(allowlist.authorize('fd00::5', 'fd00::5')).toBeUndefined();
-    expect(allowlist.authorize('169.254.169.254', '169.254.169.254')).toMatch(/not allowed/);
+    expect(allowlist.authorize('10.0.0.5', '10.0.0.5', 443)).toBeUndefined();
+    expect(allowlist.authorize('fd00::5', 'fd00::5', 443)).toBeUndefined();
+    expect(allowlist.authorize('169.254.169.254', '169.254.169.254', 443)).toMatch(/not allowed/);
   });
 
   it('forgets addresses of rules that are gone', async () => {
@@ -99,8 +108,8 @@ describe('DialAllowlist', () => {
     const fewer = parseRules({ naming, expose: ['default/web'] });
     if (!fewer.ok) throw new Error();
     await allowlist.refresh(fewer.value);
-    expect(allowlist.authorize('127.0.0.2', '127.0.0.2')).toMatch(/not allowed/);
-    expect(allowlist.authorize('127.0.0.1', '127.0.0.1')).toBeUndefined();
+    expect(allowlist.authorize('127.0.0.2', '127.0.0.2', 443)).toMatch(/not allowed/);
+    expect(allowlist.authorize('127.0.0.1', '127.0.0.1', 443)).toBeUndefined();
   });
 
   it('refuses in the dialer before any connection attempt, with the reason in the error', async () => {
@@ -129,12 +138,7 @@ describe('DialAllowlist', () => {
     // "localhost" is in every /etc/hosts and served by no rule here, so it takes the same path.
     target = await startEchoServer('127.0.0.1');
     const registry = new Registry();
-    const resolver = createResolver(
-      testDnsValues('127.0.0.1:9', { dnsBatchedUdp: false, dnsCacheSize: 10 }),
-      new RuleHolder(rules),
-      registry,
-      createLogger('silent'),
-    );
+    const resolver = rulesResolver(rules, registry);
     try {
       const allowlist = new DialAllowlist({
         resolveForDial: (h) => resolveThroughRules(resolver, h),
@@ -180,12 +184,16 @@ describe('startDialPolicy', () => {
   it('dials anything without rules (saying so once), and only rule targets plus CIDRs with them', async () => {
     const warnings: string[] = [];
     const spy = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const open = startDialPolicy({ options: { allowedCidrs: [] }, registry: new Registry(), log: spy });
+    const open = startDialPolicy({
+      options: { allowedCidrs: [], kubeletPort: 10250, nodeLocalPorts: [] },
+      registry: new Registry(),
+      log: spy,
+    });
     expect(open.authorize).toBeUndefined();
     expect(warnings).toEqual([expect.stringMatching(/dials any address the hub names/)]);
     const holder = new RuleHolder(rulesOf('static: [{name: db.cluster1, target: 127.0.0.2}]'));
     const closed = startDialPolicy({
-      options: { allowedCidrs: ['10.0.0.0/8'] },
+      options: { allowedCidrs: ['10.0.0.0/8'], kubeletPort: 10250, nodeLocalPorts: [] },
       rules: {
         holder,
         resolveForDial: async (h) => ({
@@ -196,9 +204,9 @@ describe('startDialPolicy', () => {
       registry: new Registry(),
       log: spy,
     });
-    await vi.waitFor(() => expect(closed.authorize!('127.0.0.2', '127.0.0.2')).toBeUndefined());
-    expect(closed.authorize!('169.254.169.254', '169.254.169.254')).toMatch(/not allowed/);
-    expect(closed.authorize!('10.0.0.5', '10.0.0.5')).toBeUndefined();
+    await vi.waitFor(() => expect(closed.authorize!('127.0.0.2', '127.0.0.2', 443)).toBeUndefined());
+    expect(closed.authorize!('169.254.169.254', '169.254.169.254', 443)).toMatch(/not allowed/);
+    expect(closed.authorize!('10.0.0.5', '10.0.0.5', 443)).toBeUndefined();
     closed.stop();
   });
 
@@ -221,18 +229,102 @@ describe('startDialPolicy', () => {
       return { addresses: [{ address: '127.0.0.7', family: 4 }], match };
     };
     const policy = startDialPolicy({
-      options: { allowedCidrs: [] },
+      options: { allowedCidrs: [], kubeletPort: 10250, nodeLocalPorts: [] },
       rules: { holder, resolveForDial },
       registry: new Registry(),
       log: createLogger('silent'),
     });
     holder.replace(after);
-    await vi.waitFor(() => expect(policy.authorize!('127.0.0.7', '127.0.0.7')).toBeUndefined());
+    await vi.waitFor(() => expect(policy.authorize!('127.0.0.7', '127.0.0.7', 443)).toBeUndefined());
     releaseSlow();
     // The slow refresh finishes in microtasks, all run before the next turn of the event loop.
     await new Promise((resolve) => setImmediate(resolve));
-    expect(policy.authorize!('127.0.0.7', '127.0.0.7')).toBeUndefined();
-    expect(policy.authorize!('127.0.0.6', '127.0.0.6')).toMatch(/not an address any rule resolves to/);
+    expect(policy.authorize!('127.0.0.7', '127.0.0.7', 443)).toBeUndefined();
+    expect(policy.authorize!('127.0.0.6', '127.0.0.6', 443)).toMatch(/not an address any rule resolves to/);
     policy.stop();
+  });
+});
+
+describe('a per-node agent (node-local.ts)', () => {
+  // This node is 127.0.0.5 and another node 127.0.0.6: each "kubelet" an echo server on loopback.
+  const naming = {
+    cluster: 'cluster1',
+    agentNamespace: '',
+    clusterDomain: 'cluster.local',
+    node: { name: 'n1', ips: ['127.0.0.5'] },
+  };
+  const targets: Target[] = [];
+  afterEach(async () => {
+    for (const t of targets.splice(0)) await t.close();
+  });
+
+  it('dials its node on the kubelet and node-local ports only, never another node, by address or name', async () => {
+    const kubelet = await startEchoServer('127.0.0.5');
+    const exporter = await startEchoServer('127.0.0.5');
+    const ssh = await startEchoServer('127.0.0.5');
+    const otherKubelet = await startEchoServer('127.0.0.6');
+    targets.push(kubelet, exporter, ssh, otherKubelet);
+    const parsed = parseRules({ naming });
+    if (!parsed.ok) throw new Error(parsed.errors.join());
+    const registry = new Registry();
+    const resolver = rulesResolver(parsed.value, registry);
+    const logged: string[] = [];
+    const spy = pino({ level: 'warn' }, { write: (line: string) => void logged.push(JSON.parse(line).reason) });
+    // --allowed-cidrs covering every node does not open other ports of this one.
+    const policy = startDialPolicy({
+      options: { allowedCidrs: ['127.0.0.0/8'], kubeletPort: kubelet.port, nodeLocalPorts: [String(exporter.port)] },
+      nodeIps: ['127.0.0.5'],
+      rules: { holder: new RuleHolder(parsed.value), resolveForDial: (h) => resolveThroughRules(resolver, h) },
+      registry,
+      log: spy,
+    });
+    const dial = (address: string) =>
+      dialTcp(address, { timeoutMs: 2000, resolve: policy.resolve, authorize: policy.authorize });
+    try {
+      (await dial(`127.0.0.5:${kubelet.port}`)).destroy();
+      (await dial(`n1.node.cluster1:${kubelet.port}`)).destroy();
+      (await dial(`N1.Node.Cluster1.:${exporter.port}`)).destroy();
+      await kubelet.whenAccepted(2);
+      await exporter.whenAccepted(1);
+
+      const ports = [kubelet.port, exporter.port].sort((a, b) => a - b).join(', ');
+      await expect(dial(`127.0.0.5:${ssh.port}`)).rejects.toMatchObject({
+        reason: 'denied',
+        message: `dial tcp 127.0.0.5:${ssh.port}: not allowed: 127.0.0.5 is this node's address, where only ports ${ports} are dialled (--kubelet-port, --node-local-ports)`,
+      });
+      await expect(dial(`n1.node.cluster1:${ssh.port}`)).rejects.toMatchObject({ reason: 'denied' });
+      await expect(dial(`n2.node.cluster1:${kubelet.port}`)).rejects.toMatchObject({
+        reason: 'denied',
+        message: `dial tcp n2.node.cluster1:${kubelet.port}: not allowed: n2.node.cluster1 is the name of node n2, which only the agent on that node serves`,
+      });
+      expect(ssh.accepted()).toBe(0);
+      const metric = await registry.getSingleMetricAsString('spoke_agent_dials_denied_total');
+      expect(metric).toContain('spoke_agent_dials_denied_total{reason="node_port"} 2');
+      expect(metric).toContain('spoke_agent_dials_denied_total{reason="other_node"} 1');
+      expect(logged).toHaveLength(3);
+    } finally {
+      policy.stop();
+      resolver.close();
+    }
+
+    // Without a CIDR that covers it, another node's address is refused, naming this node's.
+    const strict = startDialPolicy({
+      options: { allowedCidrs: [], kubeletPort: otherKubelet.port, nodeLocalPorts: [] },
+      nodeIps: ['127.0.0.5'],
+      rules: {
+        holder: new RuleHolder(parsed.value),
+        resolveForDial: async () => ({ addresses: [] }),
+      },
+      registry: new Registry(),
+      log: createLogger('silent'),
+    });
+    await expect(
+      dialTcp(`127.0.0.6:${otherKubelet.port}`, { timeoutMs: 2000, authorize: strict.authorize }),
+    ).rejects.toMatchObject({
+      reason: 'denied',
+      message: `dial tcp 127.0.0.6:${otherKubelet.port}: not allowed: 127.0.0.6 is not this node's address (--node-ips=127.0.0.5), not an address any rule resolves to, nor inside --allowed-cidrs`,
+    });
+    expect(otherKubelet.accepted()).toBe(0);
+    strict.stop();
   });
 });

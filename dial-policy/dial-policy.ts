@@ -1,5 +1,6 @@
 // Where the agent may dial, for the agent command: with rules, only what they resolve to, the host=
-// names of --agent-identifiers and --allowed-cidrs (allowlist.ts, kept current as the rules change);
+// names of --agent-identifiers and --allowed-cidrs (allowlist.ts, kept current as the rules change),
+// and for a per-node agent its node's addresses on the node's ports (node-local.ts);
 // without rules, anything, as the Go agent does, said once at start so nobody assumes otherwise.
 import type { Registry } from 'prom-client';
 import type { DialAuthorizer, HostResolver } from '../agent/dialer.js';
@@ -7,6 +8,7 @@ import { type Cidr, parseCidr } from '../net/cidr.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { DialAllowlist, type ResolveForDial } from './allowlist.js';
+import { NodeLocalPorts } from './node-local.js';
 import type { DialPolicyFlagValues } from './options.js';
 
 export interface DialPolicy {
@@ -20,6 +22,8 @@ export interface DialPolicyOptions {
   options: DialPolicyFlagValues;
   /** The host= names of --agent-identifiers. */
   identifierHosts?: readonly string[];
+  /** --node-ips of a per-node agent. */
+  nodeIps?: readonly string[];
   /** The rules and how a dial's host resolves through them (resolve.ts, loaded with the rules). */
   rules?: { holder: RuleHolder; resolveForDial: ResolveForDial };
   registry: Registry;
@@ -38,6 +42,13 @@ export function startDialPolicy(o: DialPolicyOptions): DialPolicy {
     resolveForDial: o.rules.resolveForDial,
     cidrs,
     identifierHosts: o.identifierHosts,
+    node: o.nodeIps?.length
+      ? new NodeLocalPorts({
+          ips: o.nodeIps,
+          kubeletPort: o.options.kubeletPort,
+          localPorts: o.options.nodeLocalPorts.map(Number),
+        })
+      : undefined,
     registry: o.registry,
   });
   const { holder } = o.rules;

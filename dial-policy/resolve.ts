@@ -4,7 +4,9 @@
 // keeps /etc/hosts (cluster-proxy's hostAliases) and the pod's search path working.
 import { promises as dnsPromises, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
+import { DialDenied } from '../agent/dialer.js';
 import { normalizeName } from '../rules/naming.js';
+import { otherNodeReason } from '../rules/node.js';
 import type { Match } from '../rules/rule-set.js';
 import { chasedRecords } from '../dns/answer.js';
 import type { Resolver } from '../dns/resolver.js';
@@ -43,6 +45,8 @@ export async function resolveForDial(
   const name = normalizeName(host);
   const match = rules.match(name);
   if (match === undefined) {
+    const node = rules.otherNode(name);
+    if (node !== undefined) throw new DialDenied(`not allowed: ${name} is ${otherNodeReason(node)}`);
     if (rules.inZone(name)) throw notFound(host, `no rule serves this name in the ${rules.naming.cluster} zone`);
     return { host, addresses: await system(host), via: 'system' };
   }

@@ -3,6 +3,7 @@
 import type { RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
+import { otherNodeReason } from '../rules/node.js';
 import { targetText } from '../rules/rule-set.js';
 import { json } from './no-rules.js';
 import { decodeMessage, type DnsRecord, type Header } from './dns2.js';
@@ -19,8 +20,13 @@ export interface ExplainedRecord {
 export interface Explanation {
   name: string;
   type: string;
-  /** What the server does with the name: answer from a rule, NXDOMAIN in the cluster zone, forward, or refuse. */
-  action: 'rule' | 'nxdomain' | 'forward' | 'refused';
+  /**
+   * What the server does with the name: answer from a rule, NXDOMAIN in the cluster zone, refuse
+   * another node's name, forward, or refuse.
+   */
+  action: 'rule' | 'nxdomain' | 'other-node' | 'forward' | 'refused';
+  /** For other-node: the node whose name it is. */
+  node?: string;
   rule?: { source: string; kind: string };
   target?: string;
   rcode: string;
@@ -59,7 +65,16 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   if (problem) throw new Error(problem);
   const rules = resolver.rules.current;
   const match = rules.match(normalized);
-  const action = match ? 'rule' : rules.inZone(normalized) ? 'nxdomain' : resolver.forwarding ? 'forward' : 'refused';
+  const node = rules.otherNode(normalized);
+  const action = match
+    ? 'rule'
+    : node !== undefined
+      ? 'other-node'
+      : rules.inZone(normalized)
+        ? 'nxdomain'
+        : resolver.forwarding
+          ? 'forward'
+          : 'refused';
   const started = performance.now();
   const response = await new Promise<Buffer>((resolve) => resolver.handle(encodeQuery(name, qtype), 'tcp', resolve));
   const ms = +(performance.now() - started).toFixed(3);
@@ -68,6 +83,7 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
     name,
     type: typeName(qtype),
     action,
+    node,
     rule: match && { source: match.rule.source, kind: match.rule.kind },
     target: match && targetText(match.target),
     rcode: rcodeName(packet.header.rcode),
@@ -79,8 +95,9 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
 }
 
 /** Why the server answers as it does, in one sentence. */
-export function explanationReason(e: Pick<Explanation, 'action' | 'rule' | 'target'>): string {
+export function explanationReason(e: Pick<Explanation, 'action' | 'rule' | 'target' | 'node'>): string {
   if (e.rule) return `rule ${e.rule.source} (${e.rule.kind}) -> ${e.target}`;
+  if (e.action === 'other-node') return `${otherNodeReason(e.node ?? '')}: REFUSED`;
   return e.action === 'nxdomain'
     ? 'in the cluster zone, no rule matches: NXDOMAIN'
     : e.action === 'forward'

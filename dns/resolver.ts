@@ -10,6 +10,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
+import { otherNodeReason } from '../rules/node.js';
 import { type Match, type RuleSet, targetText } from '../rules/rule-set.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
 import { type CacheEntry, ResponseCache } from './cache.js';
@@ -278,7 +279,16 @@ export class Resolver {
     // A static name outside the cluster's zone is a zone of its own for the SOA.
     const zone = rules.inZone(name) ? rules.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
-    if (match === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    if (match === undefined) {
+      const node = rules.otherNode(name);
+      if (node === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+      // Not this agent's to answer: NXDOMAIN would say the node does not exist.
+      return {
+        bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }),
+        info: noTtls,
+        meta: { source: 'zone', answer: [otherNodeReason(node)] },
+      };
+    }
     const meta = { rule: match.rule.source, target: targetText(match.target) };
     if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
       return {

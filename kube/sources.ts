@@ -6,7 +6,7 @@ import type { Registry } from 'prom-client';
 import type { Guard } from '../observability/health-server.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
-import { normalizeName } from '../rules/naming.js';
+import { namingFromFlags } from '../rules/from-flags.js';
 import type { RuleFlagValues } from '../rules/options.js';
 import type { KubeApiClient } from './api-client.js';
 import { requireClient } from './config.js';
@@ -52,11 +52,7 @@ export function startKubeSources(o: KubeSourcesOptions): () => void {
   const log = o.log.child({ component: 'kube' });
   const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
   const source = new KubeRuleSource({
-    naming: {
-      cluster: o.rules.clusterName,
-      agentNamespace: o.rules.agentNamespace,
-      clusterDomain: normalizeName(o.rules.clusterDomain),
-    },
+    naming: namingFromFlags(o.rules),
     expose: o.rules.expose,
     rulesFile:
       o.rules.rulesFile === ''

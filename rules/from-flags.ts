@@ -1,7 +1,8 @@
 // The rules ruleFlags (rules/options.ts) describe. Apart from the flags: it loads the rule parser
 // (and yaml), which an agent without --cluster-name never needs.
 import { readFileSync } from 'node:fs';
-import { normalizeName } from './naming.js';
+import { type NamingContext, normalizeName } from './naming.js';
+import { goIpString } from './node.js';
 import type { RuleFlagValues } from './options.js';
 import type { Result } from './rule-file.js';
 import { parseRules, type RuleSet, type ServiceRef } from './rule-set.js';
@@ -21,13 +22,21 @@ export function rulesFromFlags(
     }
   }
   return parseRules({
-    naming: {
-      cluster: values.clusterName,
-      agentNamespace: values.agentNamespace,
-      clusterDomain: normalizeName(values.clusterDomain),
-    },
+    naming: namingFromFlags(values),
     expose: values.expose,
     file,
     services,
   });
+}
+
+/** What the served names are built from: the cluster's identity and, for a per-node agent, its node. */
+export function namingFromFlags(values: RuleFlagValues): NamingContext {
+  return {
+    cluster: values.clusterName,
+    agentNamespace: values.agentNamespace,
+    clusterDomain: normalizeName(values.clusterDomain),
+    ...(values.nodeName !== '' && {
+      node: { name: normalizeName(values.nodeName), ips: values.nodeIps.map(goIpString) },
+    }),
+  };
 }

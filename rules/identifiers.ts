@@ -1,6 +1,7 @@
 // The agent's identifiers, which the hub's destHost strategy matches against the host of each dial
 // (the Go agent's URL-query form, `host=a&host=b`). They are registered in groups, a Connect stream each
-// (agent/server-connection.ts): the agent's own (--agent-identifiers and the cluster's names), which
+// (agent/server-connection.ts): the agent's own (--agent-identifiers, its node's addresses, the cluster's
+// names and its node's name), which
 // do not change while it runs, and a group per rule (an exposed Service: its name and its hashed
 // cluster-proxy name; a static name), which comes and goes with that rule. A rules edit then opens
 // and closes streams without handing a name from one stream to another.
@@ -17,7 +18,7 @@ import type { RuleSet } from './rule-set.js';
 const maxGroupStreams = 64;
 
 export interface AgentIdentifiers {
-  /** --agent-identifiers and the cluster's own names. */
+  /** --agent-identifiers (with the node's ipv4=/ipv6=), the cluster's own names and the node's name. */
   own: string;
   /** The rule names, one entry per stream, each sorted (a canonical key). */
   groups: string[];
@@ -26,12 +27,12 @@ export interface AgentIdentifiers {
 const hostQuery = (hosts: readonly string[]) => hosts.map((h) => `host=${encodeURIComponent(h)}`).join('&');
 
 export function agentIdentifiers(flag: string, rules: RuleSet | undefined): AgentIdentifiers {
-  const cluster = rules?.rules.find((r) => r.kind === 'cluster');
-  const own = mergeIdentifiers(flag, hostQuery(cluster?.names ?? []));
+  const ownRules = (rules?.rules ?? []).filter((r) => r.kind === 'cluster' || r.kind === 'node');
+  const own = mergeIdentifiers(flag, hostQuery(ownRules.flatMap((r) => r.names)));
   const taken = new Set(new URLSearchParams(own).getAll('host'));
   const groups = new Set<string>();
   for (const rule of rules?.rules ?? []) {
-    if (rule === cluster) continue;
+    if (ownRules.includes(rule)) continue;
     const names = rule.names.filter((n) => !taken.has(n));
     if (names.length > 0) groups.add(hostQuery([...names].sort()));
   }

@@ -1,6 +1,7 @@
 // The host names spoke-agent serves and the cluster-internal names they stand for. Pure string work:
 // the same functions build the DNS table, the agent identifiers and the debug output.
 import { createHash } from 'node:crypto';
+import type { NodeIdentity } from './node.js';
 
 /** What every name is built from: --cluster-name, --agent-namespace, --cluster-domain. */
 export interface NamingContext {
@@ -8,6 +9,8 @@ export interface NamingContext {
   /** Empty when unknown (no --agent-namespace and no POD_NAMESPACE): `<cluster>.<ns>` is then not served. */
   agentNamespace: string;
   clusterDomain: string;
+  /** The node of a per-node agent (--node-name, --node-ips): `<node>.node.<cluster>` is served too. */
+  node?: NodeIdentity;
 }
 
 const rfc1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

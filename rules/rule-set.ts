@@ -10,6 +10,7 @@ import {
   serviceFqdn,
   serviceHost,
 } from './naming.js';
+import { nodeHost, nodeZone } from './node.js';
 import { parseExpose, parseRuleFile, type Result, type RuleSpec } from './rule-file.js';
 
 export type Target = { kind: 'fqdn'; fqdn: string } | { kind: 'ip'; v4: string[]; v6: string[] };
@@ -17,7 +18,7 @@ export type Target = { kind: 'fqdn'; fqdn: string } | { kind: 'ip'; v4: string[]
 /** A target in one line: the FQDN, or the addresses comma-separated. */
 export const targetText = (t: Target) => (t.kind === 'fqdn' ? t.fqdn : [...t.v4, ...t.v6].join(','));
 
-export type RuleKind = 'cluster' | 'service' | 'namespace' | 'static';
+export type RuleKind = 'cluster' | 'node' | 'service' | 'namespace' | 'static';
 
 export interface Rule {
   source: string;
@@ -43,6 +44,7 @@ export interface ServiceRef {
 
 export class RuleSet {
   private readonly zoneSuffix: string;
+  private readonly nodeSuffix: string;
 
   constructor(
     readonly naming: NamingContext,
@@ -51,6 +53,7 @@ export class RuleSet {
     private readonly namespaces: ReadonlyMap<string, Rule>,
   ) {
     this.zoneSuffix = `.${naming.cluster}`;
+    this.nodeSuffix = `.${nodeZone(naming.cluster)}`;
   }
 
   /** `name` must be normalized (lower-case, no trailing dot). */
@@ -70,6 +73,16 @@ export class RuleSet {
   /** The cluster's zone (`<cluster>` and below): a name here that no rule matches does not exist. */
   inZone(name: string): boolean {
     return name === this.naming.cluster || name.endsWith(this.zoneSuffix);
+  }
+
+  /**
+   * The node whose name `name` is, when it is another node's (`<node>.node.<cluster>`, no rule here
+   * serving it): only the agent on that node answers and dials it. `name` must be normalized.
+   */
+  otherNode(name: string): string | undefined {
+    if (!name.endsWith(this.nodeSuffix) || this.match(name) !== undefined) return undefined;
+    const node = name.slice(0, -this.nodeSuffix.length);
+    return node === '' ? undefined : node;
   }
 
   /** Every exact name served, in rule order: the agent's `host=` identifiers. */
@@ -100,7 +113,8 @@ export function compileRules(
     hostNameProblem(naming.clusterDomain, 'cluster domain') ??
     (naming.clusterDomain === naming.cluster || naming.clusterDomain.endsWith(`.${naming.cluster}`)
       ? `cluster name "${naming.cluster}" would make the cluster domain "${naming.clusterDomain}" part of its zone`
-      : undefined);
+      : undefined) ??
+    nodeProblem(naming);
   if (contextProblem) return { ok: false, errors: [contextProblem] };
 
   const rules: Rule[] = [];
@@ -142,6 +156,18 @@ export function compileRules(
     target: { kind: 'fqdn', fqdn: kubernetesApiFqdn(naming) },
   });
 
+  const { node } = naming;
+  if (node) {
+    const v4 = node.ips.filter((ip) => !ip.includes(':'));
+    const v6 = node.ips.filter((ip) => ip.includes(':'));
+    add({
+      source: '--node-name',
+      kind: 'node',
+      names: [nodeHost(naming.cluster, node.name)],
+      target: { kind: 'ip', v4, v6 },
+    });
+  }
+
   // Whole namespaces first, so an exact rule or a Service inside one is recognized as a repeat.
   for (const e of spec.expose.filter((r) => r.service === '*')) {
     if (namespaces.has(e.namespace)) continue;
@@ -163,6 +189,13 @@ export function compileRules(
   for (const s of spec.static) add({ source: s.source, kind: 'static', names: [s.name], target: s.target });
 
   return errors.length ? { ok: false, errors } : { ok: true, value: new RuleSet(naming, rules, exact, namespaces) };
+}
+
+function nodeProblem({ node }: NamingContext): string | undefined {
+  if (!node) return undefined;
+  if (node.ips.length === 0)
+    return `--node-name=${node.name} needs --node-ips: the node's addresses its name resolves to`;
+  return hostNameProblem(node.name, 'node name');
 }
 
 function exposeRule(naming: NamingContext, namespace: string, service: string, source: string): Rule {

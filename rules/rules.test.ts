@@ -139,6 +139,8 @@ describe('rules', () => {
       clusterDomain: 'Cluster.Local.',
       expose: ['a/b'],
       rulesFile: '/nope.yaml',
+      nodeName: '',
+      nodeIps: [],
     };
     const failed = rulesFromFlags(values);
     expect(failed.ok ? [] : failed.errors[0]).toMatch(/^--rules-file=\/nope.yaml: ENOENT/);

@@ -437,6 +437,8 @@ describe('the rules ConfigMap with no flag', () => {
       clusterDomain: 'cluster.local',
       expose: [],
       rulesFile: '',
+      nodeName: '',
+      nodeIps: [],
     };
     const initial = rulesFromFlags(rules);
     if (!initial.ok) throw new Error(initial.errors.join());

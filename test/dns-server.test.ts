@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolveForDial } from '../dial-policy/resolve.js';
-import { explain } from '../dns/explain.js';
+import { explain, explanationReason } from '../dns/explain.js';
 import { queriesHandler } from '../dns/queries-handler.js';
 import { HealthServer } from '../observability/health-server.js';
 import { queryHeader, runQueriesCommand } from '../cmd/queries-command.js';
@@ -324,6 +324,33 @@ describe('upstream down ("upstream timeouts answer SERVFAIL within a bounded tim
     } finally {
       await s.dns.close();
       await silent.close();
+    }
+  });
+});
+
+describe("a per-node agent's names (--node-name, --node-ips)", () => {
+  it("answers this node's name with its addresses and refuses another node's, saying whose it is", async () => {
+    const r = parseRules({ naming: { ...naming, node: { name: 'n1', ips: ['127.0.0.5', '::1'] } } });
+    if (!r.ok) throw new Error(r.errors.join());
+    const s = await stack(upstream, {}, new RuleHolder(r.value));
+    try {
+      const ask = async (...args: string[]) =>
+        (await run('dig', ['@127.0.0.1', '-p', String(s.dns.listening.port), '+tries=1', '+time=3', ...args])).stdout;
+      const own = await ask('N1.node.cluster1', 'A');
+      expect(own).toMatch(/status: NOERROR/);
+      expect(own).toMatch(/^N1\.node\.cluster1\.\s+5\s+IN\s+A\s+127\.0\.0\.5$/m);
+      expect(await ask('n1.node.cluster1', 'AAAA')).toMatch(/IN\s+AAAA\s+::1$/m);
+      expect(await ask('n2.node.cluster1', 'A')).toMatch(/status: REFUSED/);
+      const other = await explain(s.dns.resolver, 'n2.node.cluster1');
+      expect(other).toMatchObject({ action: 'other-node', node: 'n2', rcode: 'REFUSED' });
+      expect(explanationReason(other)).toBe('the name of node n2, which only the agent on that node serves: REFUSED');
+      expect(await explain(s.dns.resolver, 'n1.node.cluster1')).toMatchObject({
+        action: 'rule',
+        rule: { source: '--node-name', kind: 'node' },
+        target: '127.0.0.5,::1',
+      });
+    } finally {
+      await s.dns.close();
     }
   });
 });

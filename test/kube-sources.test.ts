@@ -29,6 +29,8 @@ const ruleValues = {
   clusterDomain: 'cluster.test',
   expose: [],
   rulesFile: '',
+  nodeName: '',
+  nodeIps: [],
 };
 
 let api: FakeApiServer;

@@ -24,6 +24,8 @@ export async function startExplainedDns(log: Logger): Promise<ExplainedDns> {
     clusterDomain: 'cluster.test',
     expose: ['default/kubernetes'],
     rulesFile: '',
+    nodeName: '',
+    nodeIps: [],
   });
   if (!rules.ok) throw new Error(rules.errors.join('; '));
   const holder = new RuleHolder(rules.value);

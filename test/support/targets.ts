@@ -16,7 +16,7 @@ export interface Target {
   close: () => Promise<void>;
 }
 
-function wrap(server: net.Server, host: string): Promise<Target> {
+function wrap(server: net.Server, host: string, port = 0): Promise<Target> {
   let accepted = 0;
   const waiters: Array<{ count: number; resolve: () => void }> = [];
   server.on('connection', () => {
@@ -28,7 +28,7 @@ function wrap(server: net.Server, host: string): Promise<Target> {
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, host, () => {
+    server.listen(port, host, () => {
       const { port } = server.address() as net.AddressInfo;
       resolve({
         host,
@@ -47,8 +47,8 @@ function wrap(server: net.Server, host: string): Promise<Target> {
   });
 }
 
-/** Echoes every byte back. Sockets are tracked so close() does not wait for clients. */
-export function startEchoServer(host = '127.0.0.1'): Promise<Target> {
+/** Echoes every byte back, on `port` (0: any). Sockets are tracked so close() does not wait for clients. */
+export function startEchoServer(host = '127.0.0.1', port = 0): Promise<Target> {
   const sockets = new Set<net.Socket>();
   const server = net.createServer((s) => {
     sockets.add(s);
@@ -56,7 +56,7 @@ export function startEchoServer(host = '127.0.0.1'): Promise<Target> {
     s.on('error', () => {});
     s.pipe(s);
   });
-  return wrap(server, host).then((t) => ({
+  return wrap(server, host, port).then((t) => ({
     ...t,
     close: () => {
       for (const s of sockets) s.destroy();
