@@ -27,10 +27,9 @@ import { HealthServer, processRegistry } from '../observability/health-server.js
 import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
-import { identifierHosts, mergeIdentifiers } from '../proto/agent-identifiers.js';
+import { identifierHosts } from '../proto/agent-identifiers.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
 import { agentIdentifiers } from '../rules/identifiers.js';
-import { nodeIdentifiers } from '../rules/node.js';
 import { ruleFlags } from '../rules/options.js';
 import type { Registry } from 'prom-client';
 import type { RulesAndDns } from './agent-rules.js';
@@ -271,14 +270,10 @@ function createAgent(
     registry,
     resolve: policy.resolve,
     authorize: policy.authorize,
-    identifiers: agentIdentifiers(ownIdentifiers(options), rules?.holder.current),
+    identifiers: agentIdentifiers(options.agentIdentifiers, rules?.holder.current, options.nodeIps),
     memoryLimit: processMemoryLimit(),
   });
 }
-
-/** --agent-identifiers and, on a per-node agent, its node's ipv4=/ipv6= (rules/node.ts). */
-const ownIdentifiers = (options: Options) =>
-  mergeIdentifiers(options.agentIdentifiers, nodeIdentifiers(options.nodeIps));
 
 interface Kube {
   /** kube/sources.ts, loaded only when something uses the Kubernetes API. */
@@ -411,7 +406,7 @@ function followKubernetes(
     }
     if (!rules) return;
     const { holder } = rules;
-    started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: ownIdentifiers(options), log }));
+    started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: options.agentIdentifiers, log }));
     if (sources)
       started.add(sources.startKubeSources({ kube: options, rules: options, holder, log, registry, client }));
   } catch (err) {

@@ -7,6 +7,7 @@
 // and closes streams without handing a name from one stream to another.
 import { createHash } from 'node:crypto';
 import { mergeIdentifiers } from '../proto/agent-identifiers.js';
+import { nodeIdentifiers } from './node.js';
 import type { RuleSet } from './rule-set.js';
 
 /**
@@ -26,9 +27,14 @@ export interface AgentIdentifiers {
 
 const hostQuery = (hosts: readonly string[]) => hosts.map((h) => `host=${encodeURIComponent(h)}`).join('&');
 
-export function agentIdentifiers(flag: string, rules: RuleSet | undefined): AgentIdentifiers {
+/** `nodeIps`: a per-node agent's --node-ips, announced as ipv4=/ipv6= (rules/node.ts). */
+export function agentIdentifiers(
+  flag: string,
+  rules: RuleSet | undefined,
+  nodeIps: readonly string[] = [],
+): AgentIdentifiers {
   const ownRules = (rules?.rules ?? []).filter((r) => r.kind === 'cluster' || r.kind === 'node');
-  const own = mergeIdentifiers(flag, hostQuery(ownRules.flatMap((r) => r.names)));
+  const own = mergeIdentifiers(flag, nodeIdentifiers(nodeIps), hostQuery(ownRules.flatMap((r) => r.names)));
   const taken = new Set(new URLSearchParams(own).getAll('host'));
   const groups = new Set<string>();
   for (const rule of rules?.rules ?? []) {

@@ -49,7 +49,7 @@ describe('node identity', () => {
   it('announces the node name and addresses in the agent own group, not in a rule stream', () => {
     const r = parseRules({ naming: namingFromFlags(flags), expose: ['default/web'] });
     if (!r.ok) throw new Error(r.errors.join());
-    const ids = agentIdentifiers(`host=extra&${nodeIdentifiers(flags.nodeIps)}`, r.value);
+    const ids = agentIdentifiers('host=extra', r.value, flags.nodeIps);
     const own = new URLSearchParams(ids.own);
     expect(own.getAll('host')).toEqual(['extra', 'cluster1', 'cluster1.spoke-agent', 'n1.node.cluster1']);
     expect(own.getAll('ipv4')).toEqual(['10.201.0.11']);

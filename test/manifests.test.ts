@@ -13,6 +13,7 @@ import { parseFlags, type Flag, type FlagSet } from '../flags/flags.js';
 import { dnsFlags } from '../dns/options.js';
 import { defaultRulesConfigmap, liveLogAuthPath, validateKubeOptions } from '../kube/options.js';
 import { deriveIdentity } from '../rules/cluster-proxy.js';
+import { agentIdentifiers } from '../rules/identifiers.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { rulesFromFlags } from '../rules/from-flags.js';
 import { manifestsDir as manifests, render, renderWithComponent, type Obj } from './support/kustomize.js';
@@ -55,11 +56,19 @@ function parseContainer(pod: Obj, container: Obj, namespace: string) {
       fileFlags.includes(f.name) ? ({ ...f, validate: underMount } as Flag) : f,
     ]),
   );
-  const fields: Record<string, string> = { 'metadata.name': 'spoke-agent-x7k2p', 'metadata.namespace': namespace };
-  const env = Object.fromEntries(
+  const fields: Record<string, string> = {
+    'metadata.name': 'spoke-agent-x7k2p',
+    'metadata.namespace': namespace,
+    'spec.nodeName': 'node-a',
+    'status.hostIP': '10.0.0.5',
+  };
+  const env: Record<string, string> = Object.fromEntries(
     (container.env ?? []).map((e: Obj) => [e.name, e.value ?? fields[e.valueFrom?.fieldRef?.fieldPath]]),
   );
-  const parsed = parseFlags(set, [...(container.command ?? []).slice(entrypoint.length), ...container.args], env);
+  // The kubelet expands $(VAR) in args from the container's env, and leaves an unknown one as written.
+  const expand = (arg: string) => arg.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string) => env[name] ?? m);
+  const args = [...(container.command ?? []).slice(entrypoint.length), ...container.args].map(expand);
+  const parsed = parseFlags(set, args, env);
   const values = parsed.values as ReturnType<typeof parseFlags<typeof agentCommandFlags>>['values'];
   expect(parsed.positionals).toEqual([]);
   expect(validateAgentOptions(values)).toBeUndefined();
@@ -558,5 +567,63 @@ describe("manifests/lease-counting (optional component: the server count from th
       roleRef: { kind: 'Role', name: 'spoke-agent-leases' },
       subjects: [{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: ns }],
     });
+  });
+});
+
+describe('manifests/per-node (optional component: each agent serves its own node)', () => {
+  const objs = renderWithComponent('per-node');
+  const base = render(manifests);
+  const ds = one(objs, 'DaemonSet', 'spoke-agent');
+  const pod = ds.spec.template.spec as Obj;
+  const container = (pod.containers as Obj[]).find((c) => c.name === 'spoke-agent')!;
+  const { values } = parseContainer(pod, container, ds.metadata.namespace);
+
+  it('changes only the DaemonSet: the node from the downward API, in --node-name and --node-ips', () => {
+    expect(objs.filter((o) => o.kind !== 'DaemonSet')).toEqual(base.filter((o) => o.kind !== 'DaemonSet'));
+    const env = Object.fromEntries((container.env as Obj[]).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
+    expect(env).toMatchObject({ NODE_NAME: 'spec.nodeName', NODE_IPS: 'status.hostIP' });
+    expect(container.args).toEqual(expect.arrayContaining(['--node-name=$(NODE_NAME)', '--node-ips=$(NODE_IPS)']));
+  });
+
+  it("the agent, given the kubelet's expansion, serves its node's name and announces its address for destHost", () => {
+    expect(values).toMatchObject({ nodeName: 'node-a', nodeIps: ['10.0.0.5'], kubeletPort: 10250 });
+    const rules = rulesFromFlags(values);
+    if (!rules.ok) throw new Error(rules.errors.join());
+    expect(rules.value.match('node-a.node.cluster1')?.target).toEqual({ kind: 'ip', v4: ['10.0.0.5'], v6: [] });
+    const own = new URLSearchParams(agentIdentifiers(values.agentIdentifiers, rules.value, values.nodeIps).own);
+    expect(own.getAll('ipv4')).toEqual(['10.0.0.5']);
+    expect(own.getAll('host')).toEqual(expect.arrayContaining(['cluster1', 'node-a.node.cluster1']));
+  });
+});
+
+describe('manifests/service-access (optional component: a Deployment of 3 for Service access alone)', () => {
+  const objs = renderWithComponent('service-access');
+  const base = render(manifests);
+  const baseDs = one(base, 'DaemonSet', 'spoke-agent');
+  const deploy = one(objs, 'Deployment', 'spoke-agent');
+
+  it('replaces the DaemonSet with a Deployment of the same pod, 3 replicas spread over nodes, surging', () => {
+    expect(objs.filter((o) => o.kind === 'DaemonSet')).toEqual([]);
+    expect(objs.filter((o) => o.kind !== 'Deployment')).toEqual(base.filter((o) => o.kind !== 'DaemonSet'));
+    expect(deploy.metadata).toEqual(baseDs.metadata);
+    expect(deploy.spec.replicas).toBe(3);
+    expect(deploy.spec.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const { topologySpreadConstraints, ...podSpec } = deploy.spec.template.spec as Obj;
+    expect({ ...deploy.spec.template, spec: podSpec }).toEqual(baseDs.spec.template);
+    expect(topologySpreadConstraints).toEqual([
+      expect.objectContaining({ topologyKey: 'kubernetes.io/hostname', labelSelector: deploy.spec.selector }),
+    ]);
+  });
+
+  it('takes the other components in either order', () => {
+    for (const order of [
+      ['service-access', 'dns-api', 'lease-counting'],
+      ['dns-api', 'lease-counting', 'service-access'],
+    ]) {
+      const d = one(renderWithComponent(...order), 'Deployment', 'spoke-agent');
+      const c = (d.spec.template.spec.containers as Obj[])[0]!;
+      expect(c.args, order.join()).toEqual(expect.arrayContaining(['--api-server-port=8443', '--count-server-leases']));
+      expect((c.ports as Obj[]).map((p) => p.name)).toContain('api');
+    }
   });
 });

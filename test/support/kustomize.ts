@@ -21,15 +21,15 @@ export function render(dir: string): Obj[] {
 }
 
 /**
- * The base with the component in `manifests/<name>`, as a user's overlay includes it. Kustomize
+ * The base with the components in `manifests/<name>`, in that order, as a user's overlay includes them. Kustomize
  * wants relative paths and refuses an overlay inside the base's folder, so it lives in a temporary one.
  */
-export function renderWithComponent(name: string): Obj[] {
+export function renderWithComponent(...names: string[]): Obj[] {
   const dir = mkdtempSync(join(tmpdir(), 'spoke-kustomize-'));
   const base = relative(dir, manifestsDir);
   writeFileSync(
     join(dir, 'kustomization.yaml'),
-    `resources:\n  - ${base}\ncomponents:\n  - ${posix.join(base, name)}\n`,
+    `resources:\n  - ${base}\ncomponents:\n${names.map((name) => `  - ${posix.join(base, name)}\n`).join('')}`,
   );
   try {
     return render(dir);
