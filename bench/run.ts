@@ -7,6 +7,7 @@ import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
 import { runDialLog } from './dial-log.js';
 import { runDns } from './dns.js';
 import { runFleet } from './fleet.js';
+import { runHubCost } from './hub-cost.js';
 import { runIdle } from './idle.js';
 import { runLatency } from './latency.js';
 import { writeReadmeSection } from './readme-section.js';
@@ -26,6 +27,7 @@ const sections = [
   'slow',
   'dns',
   'reconnect',
+  'hubcost',
   'churn',
   'fleet',
 ] as const;
@@ -89,6 +91,7 @@ try {
   await run('slow', () => runSlowConsumer(report, subjects, targets, quick));
   await run('scale', () => runScale(report, pki, quick));
   await run('reconnect', () => runReconnect(report, pki, quick));
+  await run('hubcost', () => runHubCost(report, pki, quick));
   await run('churn', () => runChurn(report, pki, targets, quick));
   await run('fleet', () => runFleet(report, pki, quick));
 } finally {

@@ -1,10 +1,15 @@
-// A single-node Kubernetes v1.28 cluster inside a private network + mount namespace, for the node suite
-// (test/node.test.ts). The team's recipe for this machine kind (CONTRIBUTING.md) in code:
+// A Kubernetes v1.28 cluster of one or two nodes inside private network + mount namespaces, for the node
+// suites (test/node.test.ts, one node; test/nodes.test.ts, two, with kube-apiserver's egress through
+// the hub). The team's recipe for this machine kind (CONTRIBUTING.md) in code:
 // - one holder process (`unshare -n -m sleep infinity`) owns the namespaces; every component runs in
 //   them through nsenter. Inside: lo, the node IP on a veth pair whose both ends stay inside (no
 //   `dummy` module here), a default route onto it where nothing answers, so nothing leaves; tmpfs on
 //   /run (containerd's shim sockets, /run/netns), /var/lib (kubelet, libcni's cache) and /var/log
 //   (kubelet's /var/log/pods), all of them paths the components hard-code.
+// - A second node gets network and mount namespaces of its own, made inside the first's: the veth
+//   peer moves there with the node's IP (the link between the nodes), its own tmpfs mounts, its own
+//   containerd, kubelet (its own cgroup root) and kube-proxy; each node's pod subnet is routed to it.
+//   With `egress`, each kubelet's port rejects what comes over that link: only its own node reaches it.
 // - Debian's containerd (CRI, runc, cgroupfs, restrict_oom_score_adj: the kubelet's -998 would fail
 //   every sandbox here), CNI bridge and host-local, iptables, conntrack; dnsmasq stands in for cluster
 //   DNS, fed from a watch of Services, behind a selectorless kube-system/kube-dns Service at clusterDNS.
@@ -39,10 +44,21 @@ import { run, type Child } from './processes.js';
 import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { waitUntilAsync } from './wait.js';
 
-export const nodeIp = '10.200.0.10';
-export const nodeName = 'node1';
+/** A node: its name, its address (on the link between the nodes' namespaces) and its pods' subnet. */
+export interface ClusterNode {
+  name: string;
+  ip: string;
+  podCidr: string;
+}
+/** The nodes a cluster can have; the first also runs the control plane, cluster DNS and the hub. */
+export const clusterNodes: readonly ClusterNode[] = [
+  { name: 'node1', ip: '10.200.0.10', podCidr: '10.244.0.0/24' },
+  { name: 'node2', ip: '10.200.0.11', podCidr: '10.244.1.0/24' },
+];
+export const nodeIp = clusterNodes[0]!.ip;
+export const nodeName = clusterNodes[0]!.name;
 const clusterDnsIp = '10.96.0.10';
-const podCidr = '10.244.0.0/24';
+const clusterCidr = '10.244.0.0/16';
 const serviceCidr = '10.96.0.0/16';
 /** The hub's agent endpoint as the manifests name it; the cluster's DNS answers it with the node IP. */
 export const hubHost = 'proxy-entrypoint.hub.example';
@@ -202,7 +218,7 @@ interface Pki {
 const tokenUsers = { alice: 'alice-token', bob: 'bob-token' } as const;
 type TokenUser = keyof typeof tokenUsers;
 
-function writePki(dir: string): Pki {
+function writePki(dir: string, nodes: readonly ClusterNode[]): Pki {
   const file = (name: string, text: string) => {
     const path = join(dir, name);
     writeFileSync(path, text, { mode: 0o600 });
@@ -236,14 +252,25 @@ function writePki(dir: string): Pki {
     'front-proxy-ca.crt': file('front-proxy-ca.crt', frontProxy.cert),
     'sa.key': file('sa.key', saKey),
     ...pair('apiserver', serving.issue('kube-apiserver', { serverNames: names })),
-    ...pair('kubelet-serving', serving.issue(nodeName, { serverNames: [nodeIp, nodeName] })),
+    ...Object.assign(
+      {},
+      ...nodes.map((n) => pair(`kubelet-serving-${n.name}`, serving.issue(n.name, { serverNames: [n.ip, n.name] }))),
+    ),
     ...pair('front-proxy-client', frontProxy.issue('front-proxy-client', { client: true })),
     ...pair(
       'apiserver-kubelet-client',
       client.issue('kube-apiserver-kubelet-client', { client: true, organizations: ['system:masters'] }),
     ),
     ...pair('admin', client.issue('admin', { client: true, organizations: ['system:masters'] })),
-    ...pair('kubelet', client.issue(`system:node:${nodeName}`, { client: true, organizations: ['system:nodes'] })),
+    ...Object.assign(
+      {},
+      ...nodes.map((n) =>
+        pair(
+          `kubelet-${n.name}`,
+          client.issue(`system:node:${n.name}`, { client: true, organizations: ['system:nodes'] }),
+        ),
+      ),
+    ),
     ...pair('controller-manager', client.issue('system:kube-controller-manager', { client: true })),
     ...pair('scheduler', client.issue('system:kube-scheduler', { client: true })),
     ...pair('kube-proxy', client.issue('system:kube-proxy', { client: true })),
@@ -272,8 +299,21 @@ function kubeconfig(dir: string, name: string, user: { cert: string; key: string
 
 // ---- the cluster -----------------------------------------------------------------------------------
 
+export interface NodeClusterOptions {
+  /** How many of clusterNodes, each a kubelet, containerd and kube-proxy in network and mount namespaces of its own (default 1). */
+  nodes?: number;
+  /**
+   * kube-apiserver's egress selection `cluster` (kubelets, pods, Services) through the hub's Unix
+   * socket (startHub), as konnectivity runs it; and each kubelet's port reachable from its own node
+   * only (its pods and itself), so a request routed through another node's agent fails.
+   */
+  egress?: boolean;
+}
+
 export class NodeCluster {
   private readonly children: Child[] = [];
+  /** The holder process of each node's namespaces after the first (whose holder is `holder`). */
+  private readonly holders: Child[] = [];
   /** Each component's output so far, by name. */
   readonly components = new Map<string, Child>();
   private hubChild?: Child;
@@ -289,6 +329,8 @@ export class NodeCluster {
     private readonly cgroup: string,
     private readonly holder: Child,
     readonly pki: Pki,
+    readonly nodes: readonly ClusterNode[],
+    private readonly egress: boolean,
   ) {
     this.kubeconfigs = {
       admin: kubeconfig(dir, 'admin', { cert: pki.files['admin.crt']!, key: pki.files['admin.key']! }),
@@ -297,13 +339,24 @@ export class NodeCluster {
     };
   }
 
-  /** containerd's socket, on this machine's file system (ctr reaches it without nsenter). */
-  get containerdSocket(): string {
-    return join(this.dir, 'containerd.sock');
+  /** A node's own folder (the first node's is the cluster's, as it always was). */
+  private nodeDir(node: ClusterNode): string {
+    return node === this.nodes[0] ? this.dir : join(this.dir, node.name);
+  }
+
+  /** containerd's socket of a node, on this machine's file system (ctr reaches it without nsenter). */
+  containerdSocket(node: ClusterNode = this.nodes[0]!): string {
+    return join(this.nodeDir(node), 'containerd.sock');
+  }
+
+  /** The hub's Unix socket (its gRPC frontend): kube-apiserver's egress with `egress`, and the tests'. */
+  get hubSocket(): string {
+    return join(this.dir, 'hub.sock');
   }
 
   /** `images(dir)`: docker-archive tarballs (written into `dir`, the cluster's folder) imported into containerd before the kubelet starts, the pause image among them. */
-  static async start(images: (dir: string) => Promise<string[]>): Promise<NodeCluster> {
+  static async start(images: (dir: string) => Promise<string[]>, opts: NodeClusterOptions = {}): Promise<NodeCluster> {
+    const nodes = clusterNodes.slice(0, opts.nodes ?? 1);
     const started = Date.now();
     await clearLeftovers();
     const dir = mkdtempSync(join(tmpdir(), 'spoke-node-'));
@@ -319,7 +372,8 @@ export class NodeCluster {
         `${joinCgroup(cgroup)} exec unshare -n -m --propagation private sh -c '${holderScript}' '${dir}'`,
       ]);
       await holder.waitFor(/^holder ready$/m, 30_000);
-      cluster = new NodeCluster(dir, cgroup, holder, writePki(dir));
+      cluster = new NodeCluster(dir, cgroup, holder, writePki(dir, nodes), nodes, opts.egress ?? false);
+      await cluster.linkNodes();
       await cluster.boot(images);
       cluster.nodeReadyMs = Date.now() - started;
       return cluster;
@@ -334,14 +388,77 @@ export class NodeCluster {
     }
   }
 
-  /** [command, args] that run `argv` in the cluster's network namespace (and mount namespace with `mounts`). */
-  private enter(argv: string[], mounts = false): [string, string[]] {
-    return ['nsenter', ['-t', String(this.holder.pid), '-n', ...(mounts ? ['-m'] : []), '--', ...argv]];
+  /** [command, args] that run `argv` in a node's network namespace (and mount namespace with `mounts`); the first node's by default. */
+  private enter(argv: string[], mounts = false, node: ClusterNode = this.nodes[0]!): [string, string[]] {
+    const holder = node === this.nodes[0] ? this.holder : this.holders[this.nodes.indexOf(node) - 1]!;
+    return ['nsenter', ['-t', String(holder.pid), '-n', ...(mounts ? ['-m'] : []), '--', ...argv]];
   }
 
-  /** A long-running component in the namespaces and the cgroup tree; its output is kept. */
-  private component(name: string, argv: string[]): Child {
-    const [cmd, args] = this.enter(argv, true);
+  /**
+   * The namespaces of every node after the first, made inside the first's (so they inherit its mounts,
+   * then cover /run, /var/lib and /var/log with their own), and the link between them: the first node's
+   * veth peer moved into each (one other node only: a veth pair has two ends), its pods' subnet routed there.
+   */
+  private async linkNodes(): Promise<void> {
+    for (const node of this.nodes.slice(1)) {
+      mkdirSync(join(this.nodeDir(node), 'cni'), { recursive: true });
+      const [cmd, args] = this.enter(
+        ['unshare', '-n', '-m', '--propagation', 'private', 'sh', '-c', nodeHolderScript, this.dir],
+        true,
+      );
+      const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+      const holder = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`]);
+      this.holders.push(holder);
+      this.children.push(holder);
+      await holder.waitFor(/^holder ready$/m, 30_000);
+      const sh = async (script: string, on: ClusterNode) => {
+        const r = await this.exec(['sh', '-ec', script], { node: on });
+        if (r.code !== 0) throw new Error(`linking ${node.name}: ${script}: ${r.stderr}`);
+      };
+      await sh(
+        `ip link set node0-peer netns ${holder.pid}\nip route add ${node.podCidr} via ${node.ip}`,
+        this.nodes[0]!,
+      );
+      await sh(
+        [
+          'ip link set node0-peer name node0',
+          `ip addr add ${node.ip}/24 dev node0`,
+          'ip link set node0 up',
+          `ip route add default via ${this.nodes[0]!.ip} dev node0`,
+        ].join('\n'),
+        node,
+      );
+    }
+    // A kubelet answers its own node only (the pods there, and itself): what reaches it over the link is another node's.
+    if (this.egress)
+      for (const node of this.nodes)
+        await this.exec(
+          [
+            'iptables',
+            '-I',
+            'INPUT',
+            '-i',
+            'node0',
+            '-p',
+            'tcp',
+            '--dport',
+            '10250',
+            '-j',
+            'REJECT',
+            '--reject-with',
+            'tcp-reset',
+          ],
+          {
+            node,
+          },
+        ).then((r) => {
+          if (r.code !== 0) throw new Error(`iptables on ${node.name}: ${r.stderr}`);
+        });
+  }
+
+  /** A long-running component in a node's namespaces (the first node's by default) and the cgroup tree; its output is kept. */
+  private component(name: string, argv: string[], node: ClusterNode = this.nodes[0]!): Child {
+    const [cmd, args] = this.enter(argv, true, node);
     const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     const child = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], {
       env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
@@ -365,9 +482,9 @@ export class NodeCluster {
     return this.problems.join('\n');
   }
 
-  /** Runs a command in the cluster's network namespace; never rejects. */
-  exec(argv: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<Result> {
-    const [cmd, args] = this.enter(argv);
+  /** Runs a command in a node's network namespace (the first node's by default); never rejects. */
+  exec(argv: string[], opts: { input?: string; timeoutMs?: number; node?: ClusterNode } = {}): Promise<Result> {
+    const [cmd, args] = this.enter(argv, false, opts.node);
     return runToEnd(cmd, args, { timeoutMs: opts.timeoutMs ?? 60_000, input: opts.input });
   }
 
@@ -397,8 +514,9 @@ export class NodeCluster {
     return child;
   }
 
+  /** Writes `text` to `name` in the cluster's folder (or to `name` itself, a path inside it). */
   private file(name: string, text: string): string {
-    const path = join(this.dir, name);
+    const path = name.startsWith('/') ? name : join(this.dir, name);
     writeFileSync(path, text);
     return path;
   }
@@ -407,9 +525,16 @@ export class NodeCluster {
     const bin = (name: string) => join(this.binDir, name);
     const f = this.pki.files;
     const d = this.dir;
-    mkdirSync(join(d, 'cni'), { recursive: true });
-    writeFileSync(join(d, 'cni', '10-spoke-node.conflist'), JSON.stringify(cniConfig));
-    this.component('containerd', ['containerd', `--config=${this.file('containerd.toml', containerdConfig(d))}`]);
+    for (const node of this.nodes) {
+      const nd = this.nodeDir(node);
+      mkdirSync(join(nd, 'cni'), { recursive: true });
+      writeFileSync(join(nd, 'cni', '10-spoke-node.conflist'), JSON.stringify(cniConfig(node)));
+      this.component(
+        this.named('containerd', node),
+        ['containerd', `--config=${this.file(join(nd, 'containerd.toml'), containerdConfig(nd))}`],
+        node,
+      );
+    }
     const etcd = this.component('etcd', [
       bin('etcd'),
       '--name=node',
@@ -422,15 +547,18 @@ export class NodeCluster {
     ]);
     // Images go in while the control plane comes up: the pause image must be there before the first sandbox.
     const imported = (async () => {
-      await waitUntilAsync(
-        async () => existsSync(this.containerdSocket) && (await this.ctr(['version'])).code === 0,
-        60_000,
-        'containerd',
-        100,
-      );
-      for (const archive of await images(d)) {
-        const r = await this.ctr(['-n', 'k8s.io', 'images', 'import', archive], 600_000);
-        if (r.code !== 0) throw new Error(`ctr images import ${archive}: ${r.stderr}`);
+      const archives = await images(d);
+      for (const node of this.nodes) {
+        await waitUntilAsync(
+          async () => existsSync(this.containerdSocket(node)) && (await this.ctr(node, ['version'])).code === 0,
+          60_000,
+          `containerd on ${node.name}`,
+          100,
+        );
+        for (const archive of archives) {
+          const r = await this.ctr(node, ['-n', 'k8s.io', 'images', 'import', archive], 600_000);
+          if (r.code !== 0) throw new Error(`ctr images import ${archive} on ${node.name}: ${r.stderr}`);
+        }
       }
     })();
     // Long, not slow: etcd's first WAL fsync queues behind the image import's writes on a busy disk (a CI
@@ -464,6 +592,9 @@ export class NodeCluster {
       `--proxy-client-cert-file=${f['front-proxy-client.crt']}`,
       `--proxy-client-key-file=${f['front-proxy-client.key']}`,
       '--profiling=false',
+      ...(this.egress
+        ? [`--egress-selector-config-file=${this.file('egress.yaml', egressConfig(this.hubSocket))}`]
+        : []),
     ]);
     await waitUntilAsync(
       async () => (await this.kubectl(['get', '--raw', '/readyz'], { timeoutMs: 10_000 })).stdout === 'ok',
@@ -500,35 +631,60 @@ export class NodeCluster {
     ]);
     await this.startClusterDns();
     const proxy = kubeconfig(d, 'kube-proxy', { cert: f['kube-proxy.crt']!, key: f['kube-proxy.key']! });
-    this.component('kube-proxy', [
-      bin('kube-proxy'),
-      `--config=${this.file('kube-proxy.yaml', kubeProxyConfig(proxy))}`,
-    ]);
+    for (const node of this.nodes)
+      this.component(
+        this.named('kube-proxy', node),
+        [
+          bin('kube-proxy'),
+          `--config=${this.file(join(this.nodeDir(node), 'kube-proxy.yaml'), kubeProxyConfig(proxy, node))}`,
+        ],
+        node,
+      );
     await imported;
-    const kubelet = kubeconfig(d, 'kubelet', { cert: f['kubelet.crt']!, key: f['kubelet.key']! });
-    // prettier-ignore
-    this.component('kubelet', [
-      bin('kubelet'),
-      `--config=${this.file('kubelet.yaml', kubeletConfig(d, this.pki, this.cgroup))}`,
-      `--kubeconfig=${kubelet}`,
-      '--root-dir=/var/lib/kubelet',
-      `--node-ip=${nodeIp}`,
-      `--hostname-override=${nodeName}`,
-      '--v=1',
-    ]);
-    await waitUntilAsync(
-      async () => (await this.kubectl(['get', 'node', nodeName])).code === 0,
-      120_000,
-      `the node to register${this.diagnostics()}`,
-      500,
-    );
-    await this.kubectlOk(['wait', '--for=condition=Ready', `node/${nodeName}`, '--timeout=120s'], {
-      timeoutMs: 130_000,
-    });
+    for (const node of this.nodes) {
+      const nd = this.nodeDir(node);
+      const kubelet = kubeconfig(d, `kubelet-${node.name}`, {
+        cert: f[`kubelet-${node.name}.crt`]!,
+        key: f[`kubelet-${node.name}.key`]!,
+      });
+      // Each kubelet its own cgroup root: one removes the pod cgroups it does not know.
+      const cgroupRoot = node === this.nodes[0] ? this.cgroup : join(this.cgroup, node.name);
+      if (cgroupRoot !== this.cgroup) createCgroup(cgroupRoot);
+      // prettier-ignore
+      this.component(
+        this.named('kubelet', node),
+        [
+          bin('kubelet'),
+          `--config=${this.file(join(nd, 'kubelet.yaml'), kubeletConfig(nd, node, this.pki, cgroupRoot))}`,
+          `--kubeconfig=${kubelet}`,
+          '--root-dir=/var/lib/kubelet',
+          `--node-ip=${node.ip}`,
+          `--hostname-override=${node.name}`,
+          '--v=1',
+        ],
+        node,
+      );
+    }
+    for (const node of this.nodes) {
+      await waitUntilAsync(
+        async () => (await this.kubectl(['get', 'node', node.name])).code === 0,
+        120_000,
+        `${node.name} to register${this.diagnostics()}`,
+        500,
+      );
+      await this.kubectlOk(['wait', '--for=condition=Ready', `node/${node.name}`, '--timeout=120s'], {
+        timeoutMs: 130_000,
+      });
+    }
   }
 
-  private ctr(args: string[], timeoutMs = 30_000): Promise<Result> {
-    return runToEnd('ctr', ['--address', this.containerdSocket, ...args], { timeoutMs });
+  /** The first node's components keep their plain names; another node's carry its name. */
+  private named(component: string, node: ClusterNode): string {
+    return node === this.nodes[0] ? component : `${component}-${node.name}`;
+  }
+
+  private ctr(node: ClusterNode, args: string[], timeoutMs = 30_000): Promise<Result> {
+    return runToEnd('ctr', ['--address', this.containerdSocket(node), ...args], { timeoutMs });
   }
 
   /**
@@ -616,15 +772,15 @@ export class NodeCluster {
   }
 
   /** The Go proxy-server (v0.36, the version cluster-proxy pins) as the hub: agents on hubHost:8091 with mTLS, hub clients on a Unix socket here. */
-  async startHub(agentTls: { ca: string; cert: string; key: string }): Promise<string> {
-    const socket = join(this.dir, 'hub.sock');
+  async startHub(agentTls: { ca: string; cert: string; key: string }, strategies = 'destHost'): Promise<string> {
+    const socket = this.hubSocket;
     // prettier-ignore
     const hub = this.component('hub', [
       join(anpV036BinDir()!, 'proxy-server'),
       '--mode=grpc',
       `--uds-name=${socket}`,
       '--server-port=0',
-      '--proxy-strategies=destHost',
+      `--proxy-strategies=${strategies}`,
       '--server-count=1',
       '--server-id=hub-0',
       `--agent-bind-address=${nodeIp}`,
@@ -704,7 +860,23 @@ const holderScript = [
   'exec sleep infinity',
 ].join('\n');
 
-const cniConfig = {
+/** Run by the holder of every node after the first, inside its new namespaces; no single quotes. */
+const nodeHolderScript = [
+  'set -e',
+  'mount -t tmpfs -o mode=755 tmpfs /run',
+  'mkdir -p /run/netns /run/containerd',
+  'mount -t tmpfs -o mode=755 tmpfs /var/lib',
+  'mkdir -p /var/lib/kubelet /var/lib/cni',
+  'mount -t tmpfs -o mode=755 tmpfs /var/log',
+  'ip link set lo up',
+  'echo 1 > /proc/sys/net/ipv4/ip_forward',
+  'echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables',
+  'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet',
+  'echo holder ready',
+  'exec sleep infinity',
+].join('\n');
+
+const cniConfig = (node: ClusterNode) => ({
   cniVersion: '1.0.0',
   name: 'spoke-node',
   plugins: [
@@ -714,11 +886,23 @@ const cniConfig = {
       isGateway: true,
       ipMasq: true,
       hairpinMode: true,
-      ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
+      ipam: { type: 'host-local', ranges: [[{ subnet: node.podCidr }]], routes: [{ dst: '0.0.0.0/0' }] },
     },
     { type: 'portmap', capabilities: { portMappings: true } },
   ],
-};
+});
+
+/** kube-apiserver's egress to the cluster (kubelets, pods, Services) through the hub's gRPC frontend, as konnectivity configures it. */
+const egressConfig = (socket: string) => `apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+  - name: cluster
+    connection:
+      proxyProtocol: GRPC
+      transport:
+        uds:
+          udsName: ${socket}
+`;
 
 const containerdConfig = (dir: string) => `version = 2
 root = "${join(dir, 'containerd')}"
@@ -741,13 +925,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = "${join(dir, 'cni')}"
 `;
 
-const kubeProxyConfig = (kubeconfigPath: string) => `apiVersion: kubeproxy.config.k8s.io/v1alpha1
+const kubeProxyConfig = (kubeconfigPath: string, node: ClusterNode) => `apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
 clientConnection:
   kubeconfig: ${kubeconfigPath}
-hostnameOverride: ${nodeName}
-clusterCIDR: ${podCidr}
+hostnameOverride: ${node.name}
+clusterCIDR: ${clusterCidr}
 # nf_conntrack_max and the TCP timeouts are not writable from a network namespace other than the first.
 conntrack:
   maxPerCore: 0
@@ -757,14 +941,14 @@ metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 `;
 
-function kubeletConfig(dir: string, pki: Pki, cgroup: string): string {
+function kubeletConfig(dir: string, node: ClusterNode, pki: Pki, cgroup: string): string {
   const resolv = join(dir, 'kubelet-resolv.conf');
   // No host nameserver leaks into pods: dnsPolicy Default gets this empty file.
   writeFileSync(resolv, '');
   mkdirSync(join(dir, 'volume-plugins'), { recursive: true });
   return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: ${nodeIp}
+address: ${node.ip}
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -773,8 +957,8 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: ${pki.files['client-ca.crt']}}
 authorization: {mode: Webhook}
-tlsCertFile: ${pki.files['kubelet-serving.crt']}
-tlsPrivateKeyFile: ${pki.files['kubelet-serving.key']}
+tlsCertFile: ${pki.files[`kubelet-serving-${node.name}.crt`]}
+tlsPrivateKeyFile: ${pki.files[`kubelet-serving-${node.name}.key`]}
 containerRuntimeEndpoint: unix://${join(dir, 'containerd.sock')}
 cgroupDriver: cgroupfs
 cgroupRoot: ${cgroup}
