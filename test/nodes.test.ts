@@ -101,8 +101,8 @@ spec:
       readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
 `;
 
-/** A pod that prints `lines` lines, one every 250 ms, then "done" and exits: a logs -f that ends by itself. */
-const countdown = (node: ClusterNode, lines: number) => `apiVersion: v1
+/** A pod that prints a line every 250 ms until SIGUSR2, then "done" and exits: a logs -f that ends when told. */
+const countdown = (node: ClusterNode) => `apiVersion: v1
 kind: Pod
 metadata: {name: countdown-${node.name}, namespace: default}
 spec:
@@ -111,7 +111,7 @@ spec:
   containers:
     - name: countdown
       image: spoke-agent:0.1.0
-      command: [/nodejs/bin/node, -e, "let n = 0; const t = setInterval(() => { console.log('line ' + ++n); if (n === ${lines}) { clearInterval(t); console.log('done'); } }, 250)"]
+      command: [/nodejs/bin/node, -e, "let n = 0; setInterval(() => console.log('line ' + ++n), 250); process.on('SIGUSR2', () => { console.log('done'); process.exit(0); })"]
 `;
 
 /** What an operator writes: the base, manifests/per-node, the hub Secret, a rule for a Service. */
@@ -297,23 +297,22 @@ describe.skipIf(problem)(
     });
 
     it('rolls over both nodes: a logs -f and a port-forward open on the old agents finish inside their drain, no request fails', async () => {
-      // 100 lines, 25 s: still running when node1's old agent starts draining, whichever node rolls first,
-      // and done before that drain's 30 s (--drain-timeout) are over.
-      await cluster.kubectlOk(['apply', '-f', '-'], { input: countdown(node1, 100) });
+      await cluster.kubectlOk(['apply', '-f', '-'], { input: countdown(node1) });
       await cluster.kubectlOk(
         ['-n', 'default', 'wait', '--for=condition=Ready', `pod/countdown-${node1.name}`, '--timeout=120s'],
         { timeoutMs: 130_000 },
       );
       const before = await agentCounts();
+      /** The node's agent from before the rollout is being deleted (SIGTERM: draining) or gone. */
       const draining = async (node: ClusterNode) => {
         const r = await cluster.kubectl(['-n', ns, 'get', 'pod', before[node.name]!.pod, '-o', 'json']);
         return r.code !== 0 || Boolean((JSON.parse(r.stdout) as Obj).metadata.deletionTimestamp);
       };
       const follow = cluster.kubectlStream(['-n', 'default', 'logs', '-f', `countdown-${node1.name}`]);
-      await follow.waitFor(/line 1\n/, 60_000);
+      await follow.waitFor(/line \d+\n/, 60_000);
       const forward = await portForward(`chatter-${node2.name}`);
       const requests: Array<{ at: number; what: string; ok: boolean; error?: string }> = [];
-      // The port-forward is used until three requests went through it while node2's old agent drained.
+      // The port-forward is used until three requests went through it while node2's old agent drained, then closed.
       let forwardedInDrain = 0;
       let stop = false;
       const load = (async () => {
@@ -327,22 +326,32 @@ describe.skipIf(problem)(
             const page = await curlLocal(forward.port);
             const ok = page.stdout === `hello from ${node2.name}`;
             requests.push({ at, what: 'port-forward', ok, error: page.stderr || `exit ${page.code}` });
-            if (ok && inDrain) forwardedInDrain++;
+            if (ok && inDrain && ++forwardedInDrain === 3) forward.child.kill();
           }
           await new Promise((r) => setTimeout(r, Math.max(0, at + 300 - Date.now())));
         }
       })();
       try {
         await cluster.kubectlOk(['-n', ns, 'rollout', 'restart', 'ds/spoke-agent']);
-        // The logs -f carried by node1's old agent ends by itself (the pod's last line) while that agent drains.
+        await waitUntilAsync(() => draining(node1), 240_000, "node1's old agent to drain", 500);
+        // The logs -f carried by node1's old agent is still open; its pod ends it now, inside the drain.
+        await cluster.kubectlOk([
+          '-n',
+          'default',
+          'exec',
+          `countdown-${node1.name}`,
+          '--',
+          '/nodejs/bin/node',
+          '-e',
+          "process.kill(1, 'SIGUSR2')",
+        ]);
         const ended = await follow.exited;
         expect(ended.code, follow.stderr()).toBe(0);
-        expect(follow.stdout()).toMatch(/line 100\ndone\n$/);
-        expect(await draining(node1), "node1's old agent was draining when the logs -f ended").toBe(true);
+        expect(follow.stdout()).toMatch(/line \d+\ndone\n$/);
         await cluster.kubectlOk(['-n', ns, 'rollout', 'status', 'ds/spoke-agent', '--timeout=240s'], {
           timeoutMs: 250_000,
         });
-        await waitUntilAsync(async () => forwardedInDrain >= 3, 60_000, "the port-forward used during node2's drain");
+        await waitUntilAsync(async () => forwardedInDrain >= 3, 120_000, "the port-forward used during node2's drain");
       } finally {
         stop = true;
         await load;
@@ -358,8 +367,17 @@ describe.skipIf(problem)(
       // New requests go to the new agents.
       for (const node of nodes) {
         const counts = (await agentCounts())[node.name]!;
-        const r = await cluster.kubectl(['-n', 'default', 'logs', `chatter-${node.name}`, '--tail=1']);
-        expect(r.stdout, r.stderr).toMatch(/^line \d+\n$/);
+        const r = await cluster.kubectl([
+          '-n',
+          'default',
+          'exec',
+          `chatter-${node.name}`,
+          '--',
+          '/nodejs/bin/node',
+          '-e',
+          'console.log(process.env.NODE)',
+        ]);
+        expect(r.stdout, r.stderr).toBe(`${node.name}\n`);
         expect((await agentCounts())[node.name]!.dials).toBeGreaterThan(counts.dials);
       }
     }, 600_000);
