@@ -255,11 +255,10 @@ describe.skipIf(problem)(
         results.push(r.code === 0 ? r.stdout : `exit ${r.code}: ${r.stderr}`);
       }
       expect(results.filter((r) => r !== 'ok')).toEqual([]);
+      // Each answer came from the node named (its kubelet answers its own node only); kube-apiserver keeps
+      // its kubelet connections open, so the agents count fewer dials than requests, and no refusal.
       const after = await agentCounts();
-      for (const node of nodes) {
-        expect(after[node.name]!.dials).toBeGreaterThan(before[node.name]!.dials);
-        expect(after[node.name]!.denied).toBe(before[node.name]!.denied);
-      }
+      for (const node of nodes) expect(after[node.name]!.denied, node.name).toBe(before[node.name]!.denied);
       figures.alternating = Object.fromEntries(
         nodes.map((n) => [n.name, after[n.name]!.dials - before[n.name]!.dials]),
       );
@@ -289,7 +288,7 @@ describe.skipIf(problem)(
           sampleValue(metrics, 'spoke_agent_dials_denied_total{reason="not_a_rule_address"}'),
         ).toBeGreaterThanOrEqual(2);
       } finally {
-        await cluster.kubectlOk(['taint', 'node', node2.name, `${taint.split(':')[0]}-`]);
+        await cluster.kubectlOk(['taint', 'node', node2.name, `${taint.split('=')[0]}-`]);
       }
       await waitForAgents();
       const back = await nodeProxy(node2);
