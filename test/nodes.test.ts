@@ -4,8 +4,8 @@
 // (EgressSelectorConfiguration `cluster`) goes through the Go proxy-server v0.36 over a Unix socket with
 // --proxy-strategies=destHost,default, and `kubectl apply -k` of manifests/ with manifests/per-node puts
 // an agent on each node. Through it: kubectl logs, logs -f, exec, port-forward and the node proxy for a
-// pod on each node, each on that node's agent (its metrics show it); 100 of 100 alternating requests
-// right; a node's agent refusing another node's address with the reason in kube-apiserver's error; a
+// pod on each node, each on that node's agent (its metrics show it); an exposed Service reached by the
+// hub through the agents; 100 of 100 alternating requests right; a node's agent refusing another node's address with the reason in kube-apiserver's error; a
 // rolling update over both nodes with a logs -f and a port-forward open through the old agents,
 // finishing inside their drain, and no failed request. Needs root, the reference binaries and Debian's
 // packages (CONTRIBUTING.md, "Reference peers"); skipped with a note elsewhere.
@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { engineOk } from './support/containers.js';
 import { buildImage } from './support/image.js';
@@ -101,6 +102,37 @@ spec:
       readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
 `;
 
+/** The chatter pods of both nodes behind one Service, which the hub reaches as chatter.default.cluster1. */
+const chatterService = `apiVersion: v1
+kind: Service
+metadata: {name: chatter, namespace: default}
+spec:
+  selector: {app: chatter}
+  ports: [{port: 80, targetPort: 8080}]
+`;
+
+/** One HTTP/1.0 GET through the hub to `address`; the body. */
+async function getThroughHub(address: string): Promise<string> {
+  const conn = await dialThroughProxy({
+    mode: 'grpc',
+    proxyHost: '',
+    proxyPort: 0,
+    proxyUds: cluster.hubSocket,
+    address,
+    timeoutMs: 20_000,
+  });
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    conn.on('data', (c: Buffer) => chunks.push(c));
+    conn.on('error', reject);
+    conn.on('close', () => {
+      const text = Buffer.concat(chunks).toString();
+      resolve(text.slice(text.indexOf('\r\n\r\n') + 4));
+    });
+    conn.write(`GET / HTTP/1.0\r\nHost: ${address}\r\n\r\n`);
+  });
+}
+
 /** A pod that prints a line every 250 ms until SIGUSR2, then "done" and exits: a logs -f that ends when told. */
 const countdown = (node: ClusterNode) => `apiVersion: v1
 kind: Pod
@@ -128,6 +160,12 @@ function writeOverlay(dir: string): void {
       components: [join(base, 'per-node')],
       generatorOptions: { disableNameSuffixHash: true },
       secretGenerator: [{ name: 'spoke-agent-hub', namespace: ns, files: ['ca.crt', 'tls.crt', 'tls.key'] }],
+      patches: [
+        {
+          target: { kind: 'ConfigMap', name: 'spoke-agent-rules' },
+          patch: stringify([{ op: 'replace', path: '/data/rules.yaml', value: 'expose:\n  - default/chatter\n' }]),
+        },
+      ],
     }),
   );
 }
@@ -186,7 +224,7 @@ describe.skipIf(problem)(
       overlay = mkdtempSync(join(tmpdir(), 'spoke-nodes-overlay-'));
       writeOverlay(overlay);
       await cluster.kubectlOk(['apply', '-k', overlay]);
-      await cluster.kubectlOk(['apply', '-f', '-'], { input: nodes.map(chatter).join('---\n') });
+      await cluster.kubectlOk(['apply', '-f', '-'], { input: [...nodes.map(chatter), chatterService].join('---\n') });
       await waitForAgents();
       await cluster.kubectlOk(
         ['-n', 'default', 'wait', '--for=condition=Ready', 'pod', '-l', 'app=chatter', '--timeout=180s'],
@@ -245,6 +283,20 @@ describe.skipIf(problem)(
         expect(after[other.name]!.dials, `${other.name}'s agent did not`).toBe(before[other.name]!.dials);
         expect(after[other.name]!.denied).toBe(before[other.name]!.denied);
       }
+    });
+
+    it("reaches an exposed Service by name through either node's agent, as the proxy-server chooses", async () => {
+      const before = await agentCounts();
+      const answers = new Set<string>();
+      for (let i = 0; i < 20; i++) answers.add(await getThroughHub('chatter.default.cluster1:80'));
+      expect(
+        [...answers].every((a) => /^hello from node[12]$/.test(a)),
+        [...answers].join(),
+      ).toBe(true);
+      const after = await agentCounts();
+      const byAgent = Object.fromEntries(nodes.map((n) => [n.name, after[n.name]!.dials - before[n.name]!.dials]));
+      expect(Object.values(byAgent).reduce((a, b) => a + b, 0)).toBe(20);
+      figures.serviceDialsByAgent = byAgent;
     });
 
     it('sends 100 of 100 alternating node proxy requests to the right node', async () => {
