@@ -133,7 +133,10 @@ async function getThroughHub(address: string): Promise<string> {
   });
 }
 
-/** A pod that prints a line every 250 ms until SIGUSR2, then "done" and exits: a logs -f that ends when told. */
+/**
+ * A pod that prints a line every 250 ms until SIGUSR2, then "done" and exits a second later (the exec
+ * that signalled it ends first): a logs -f that ends when told.
+ */
 const countdown = (node: ClusterNode) => `apiVersion: v1
 kind: Pod
 metadata: {name: countdown-${node.name}, namespace: default}
@@ -143,7 +146,7 @@ spec:
   containers:
     - name: countdown
       image: spoke-agent:0.1.0
-      command: [/nodejs/bin/node, -e, "let n = 0; setInterval(() => console.log('line ' + ++n), 250); process.on('SIGUSR2', () => { console.log('done'); process.exit(0); })"]
+      command: [/nodejs/bin/node, -e, "let n = 0; setInterval(() => console.log('line ' + ++n), 250); process.on('SIGUSR2', () => { console.log('done'); setTimeout(() => process.exit(0), 1000); })"]
 `;
 
 /** What an operator writes: the base, manifests/per-node, the hub Secret, a rule for a Service. */
