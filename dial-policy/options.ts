@@ -14,6 +14,7 @@ export const dialPolicyFlags = {
     'kubelet-port',
     10250,
     "With --node-ips and rules: the port the agent dials on its own node's addresses for kube-apiserver (kubectl logs, exec, port-forward, /api/v1/nodes/N/proxy); other ports there only with --node-local-ports",
+    { validate: (n) => portsProblem([String(n)]) },
   ),
   nodeLocalPorts: list(
     'node-local-ports',

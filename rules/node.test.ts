@@ -3,7 +3,11 @@
 import { describe, expect, it } from 'vitest';
 import { namingFromFlags } from './from-flags.js';
 import { agentIdentifiers } from './identifiers.js';
+import { portsProblem } from '../dial-policy/node-local.js';
+import { parseFlags } from '../flags/flags.js';
+import { dialPolicyFlags } from '../dial-policy/options.js';
 import { goIpString, nodeIdentifiers } from './node.js';
+import { ruleFlags } from './options.js';
 import { parseRules } from './rule-set.js';
 
 const flags = {
@@ -72,5 +76,15 @@ describe('node identity', () => {
     expect(taken.ok ? [] : taken.errors).toEqual([
       'rules.yaml: static[0] (n1.node.cluster1): "n1.node.cluster1" collides with --node-name',
     ]);
+  });
+
+  it('rejects flags that name no address or port', () => {
+    expect(() => parseFlags(ruleFlags, ['--node-ips=10.0.0.1,nope'])).toThrow(
+      'invalid value for "--node-ips": "nope" is not an IP address',
+    );
+    expect(() => parseFlags(dialPolicyFlags, ['--kubelet-port=70000'])).toThrow(/"70000" is not a port/);
+    expect(() => parseFlags(dialPolicyFlags, ['--node-local-ports=9100,x'])).toThrow(/"x" is not a port/);
+    expect(portsProblem(['9100', '1', '65535'])).toBeUndefined();
+    expect(parseFlags(ruleFlags, ['--node-ips=10.0.0.1,fd00::1']).values.nodeIps).toEqual(['10.0.0.1', 'fd00::1']);
   });
 });

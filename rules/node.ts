@@ -36,5 +36,5 @@ export function nodeIdentifiers(ips: readonly string[]): string {
 /** Why --node-ips is unusable, or undefined. */
 export function nodeIpsProblem(ips: readonly string[]): string | undefined {
   const bad = ips.find((ip) => isIP(ip) === 0);
-  return bad === undefined ? undefined : `--node-ips: "${bad}" is not an IP address`;
+  return bad === undefined ? undefined : `"${bad}" is not an IP address`;
 }
