@@ -836,14 +836,25 @@ const joinCgroup = (path: string) =>
     .map((h) => `echo $$ > ${join(cgroupRoot, h, path, 'cgroup.procs')};`)
     .join(' ');
 
-/** Run by the holder inside its new namespaces; no single quotes (it is quoted once). */
-const holderScript = [
-  'set -e',
+/** Every node's own mounts of the paths its components hard-code (see the top of this file). */
+const nodeMounts = [
   'mount -t tmpfs -o mode=755 tmpfs /run',
   'mkdir -p /run/netns /run/containerd',
   'mount -t tmpfs -o mode=755 tmpfs /var/lib',
   'mkdir -p /var/lib/kubelet /var/lib/cni',
   'mount -t tmpfs -o mode=755 tmpfs /var/log',
+];
+/** Every node routes its pods' traffic, through iptables (kube-proxy, the CNI bridge). */
+const nodeRouting = [
+  'echo 1 > /proc/sys/net/ipv4/ip_forward',
+  'echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables',
+  'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet',
+];
+
+/** Run by the holder inside its new namespaces; no single quotes (it is quoted once). */
+const holderScript = [
+  'set -e',
+  ...nodeMounts,
   // No component asks this machine's resolver (whose address is outside), and containerd, which copies
   // it into a pod whose kubelet DNS settings are empty (dnsPolicy Default here), copies no nameserver.
   'mount --bind "$0/resolv.conf" /etc/resolv.conf',
@@ -853,25 +864,17 @@ const holderScript = [
   'ip link set node0 up',
   'ip link set node0-peer up',
   `ip route add default via ${nodeIp.replace(/\d+$/, '1')} dev node0`,
-  'echo 1 > /proc/sys/net/ipv4/ip_forward',
-  'echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables',
-  'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet',
+  ...nodeRouting,
   'echo holder ready',
   'exec sleep infinity',
 ].join('\n');
 
-/** Run by the holder of every node after the first, inside its new namespaces; no single quotes. */
+/** Run by the holder of every node after the first, inside its new namespaces (the first's mounts inherited); no single quotes. */
 const nodeHolderScript = [
   'set -e',
-  'mount -t tmpfs -o mode=755 tmpfs /run',
-  'mkdir -p /run/netns /run/containerd',
-  'mount -t tmpfs -o mode=755 tmpfs /var/lib',
-  'mkdir -p /var/lib/kubelet /var/lib/cni',
-  'mount -t tmpfs -o mode=755 tmpfs /var/log',
+  ...nodeMounts,
   'ip link set lo up',
-  'echo 1 > /proc/sys/net/ipv4/ip_forward',
-  'echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables',
-  'echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet',
+  ...nodeRouting,
   'echo holder ready',
   'exec sleep infinity',
 ].join('\n');
