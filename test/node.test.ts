@@ -20,10 +20,9 @@ import { dialThroughProxy } from '../client/dial.js';
 import { createCa } from '../hub/ephemeral-pki.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { engineOk } from './support/containers.js';
 import { buildImage, megabytes, type BuiltImage } from './support/image.js';
 import { manifestsDir, render, type Obj } from './support/kustomize.js';
-import { buildClusterProxyStandIn, buildPauseImage } from './support/node-images.js';
+import { buildClusterProxyStandIn, buildPauseImage, saveNodeImages } from './support/node-images.js';
 import { hubHost, NodeCluster, nodeBinDir, nodeClusterProblem, nodeIp, nodeName } from './support/node-cluster.js';
 import { repoRoot, type Child } from './support/processes.js';
 import { waitUntilAsync } from './support/wait.js';
@@ -185,14 +184,11 @@ describe.skipIf(problem)(
       hubPki.issue('hub', { serverNames: [hubHost, nodeIp] });
       cluster = await NodeCluster.start(async (dir) => {
         image = await buildImage();
-        const refs = [image.ref, await buildPauseImage(join(nodeBinDir()!, 'pause')), await buildClusterProxyStandIn()];
-        const archive = join(dir, 'images.tar');
-        await engineOk(
-          'podman',
-          ['save', '--quiet', '--multi-image-archive', '--format', 'docker-archive', '-o', archive, ...refs],
-          { timeoutMs: 600_000 },
-        );
-        return [archive];
+        return saveNodeImages(dir, [
+          image.ref,
+          await buildPauseImage(join(nodeBinDir()!, 'pause')),
+          await buildClusterProxyStandIn(),
+        ]);
       });
       figures.nodeReadyMs = cluster.nodeReadyMs;
       hubSocket = await cluster.startHub(hubTls());

@@ -16,10 +16,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { dialThroughProxy } from '../client/dial.js';
 import { makePki, type TestPki } from './support/certs.js';
-import { engineOk } from './support/containers.js';
 import { buildImage } from './support/image.js';
 import { manifestsDir, type Obj } from './support/kustomize.js';
-import { buildPauseImage } from './support/node-images.js';
+import { buildPauseImage, saveNodeImages } from './support/node-images.js';
 import {
   type ClusterNode,
   clusterNodes,
@@ -208,14 +207,7 @@ describe.skipIf(problem)(
       cluster = await NodeCluster.start(
         async (dir) => {
           const image = await buildImage();
-          const refs = [image.ref, await buildPauseImage(join(nodeBinDir()!, 'pause'))];
-          const archive = join(dir, 'images.tar');
-          await engineOk(
-            'podman',
-            ['save', '--quiet', '--multi-image-archive', '--format', 'docker-archive', '-o', archive, ...refs],
-            { timeoutMs: 600_000 },
-          );
-          return [archive];
+          return saveNodeImages(dir, [image.ref, await buildPauseImage(join(nodeBinDir()!, 'pause'))]);
         },
         { nodes: 2, egress: true },
       );

@@ -76,3 +76,14 @@ export async function buildClusterProxyStandIn(): Promise<string> {
   );
   return clusterProxyRef;
 }
+
+/** Saves `refs` as one docker-archive in `dir` (the cluster's folder), for NodeCluster.start to import on every node. */
+export async function saveNodeImages(dir: string, refs: readonly string[]): Promise<string[]> {
+  const archive = join(dir, 'images.tar');
+  await engineOk(
+    'podman',
+    ['save', '--quiet', '--multi-image-archive', '--format', 'docker-archive', '-o', archive, ...refs],
+    { timeoutMs: 600_000 },
+  );
+  return [archive];
+}
