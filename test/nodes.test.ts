@@ -145,7 +145,7 @@ spec:
   containers:
     - name: countdown
       image: spoke-agent:0.1.0
-      command: [/nodejs/bin/node, -e, "let n = 0; setInterval(() => console.log('line ' + ++n), 250); process.on('SIGUSR2', () => { console.log('done'); setTimeout(() => process.exit(0), 1000); })"]
+      command: [/nodejs/bin/node, -e, "let n = 0; const t = setInterval(() => console.log('line ' + ++n), 250); process.on('SIGUSR2', () => { clearInterval(t); console.log('done'); setTimeout(() => process.exit(0), 1000); })"]
 `;
 
 /** What an operator writes: the base, manifests/per-node, the hub Secret, a rule for a Service. */
