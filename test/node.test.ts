@@ -210,7 +210,7 @@ describe.skipIf(problem)(
       await cluster.kubectlOk(['-n', 'default', 'rollout', 'status', 'deploy/web', '--timeout=180s'], {
         timeoutMs: 190_000,
       });
-    }, 900_000);
+    }, 2_700_000); // it may first wait for the other node suite's cluster (support/node-cluster.ts takeClusterSlot)
 
     afterAll(async () => {
       await cluster?.close();

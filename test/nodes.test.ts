@@ -227,7 +227,7 @@ describe.skipIf(problem)(
           timeoutMs: 190_000,
         },
       );
-    }, 900_000);
+    }, 2_700_000); // it may first wait for the other node suite's cluster (support/node-cluster.ts takeClusterSlot)
 
     afterAll(async () => {
       await cluster?.close();

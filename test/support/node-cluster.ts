@@ -188,21 +188,46 @@ async function destroyCgroup(path: string): Promise<void> {
   }
 }
 
-/** What a crashed earlier run left (its owner dead): kill and remove it. Refuses while another run is live. */
-async function clearLeftovers(): Promise<void> {
-  if (!existsSync(stateFile)) return;
-  const state = JSON.parse(readFileSync(stateFile, 'utf8')) as State;
-  let alive = true;
-  try {
-    process.kill(state.owner, 0);
-  } catch {
-    alive = false;
+/**
+ * Takes the machine's one cluster slot (node.test.ts and nodes.test.ts run in parallel workers, and two
+ * clusters would share the node addresses): the state file, created exclusively. A slot whose owner is
+ * dead (a crashed run) is cleared; one whose owner is alive is waited for, until it removes the file.
+ */
+async function takeClusterSlot(state: State): Promise<void> {
+  mkdirSync(join(stateFile, '..'), { recursive: true });
+  const deadline = Date.now() + 30 * 60_000;
+  for (;;) {
+    try {
+      writeFileSync(stateFile, JSON.stringify(state), { flag: 'wx' });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let held: State | undefined;
+    try {
+      held = JSON.parse(readFileSync(stateFile, 'utf8')) as State;
+    } catch {
+      // written or removed just now: look again
+    }
+    if (held && !isAlive(held.owner)) {
+      await destroyCgroup(held.cgroup);
+      rmSync(held.dir, { recursive: true, force: true });
+      rmSync(stateFile, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`another node suite (pid ${held?.owner}) still runs a cluster on this machine (${stateFile})`);
+    await new Promise((r) => setTimeout(r, 1000));
   }
-  if (alive && state.owner !== process.pid)
-    throw new Error(`another node suite (pid ${state.owner}) runs a cluster on this machine (${stateFile})`);
-  await destroyCgroup(state.cgroup);
-  rmSync(state.dir, { recursive: true, force: true });
-  rmSync(stateFile, { force: true });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // ---- PKI and configuration files ------------------------------------------------------------------
@@ -357,12 +382,10 @@ export class NodeCluster {
   /** `images(dir)`: docker-archive tarballs (written into `dir`, the cluster's folder) imported into containerd before the kubelet starts, the pause image among them. */
   static async start(images: (dir: string) => Promise<string[]>, opts: NodeClusterOptions = {}): Promise<NodeCluster> {
     const nodes = clusterNodes.slice(0, opts.nodes ?? 1);
-    const started = Date.now();
-    await clearLeftovers();
     const dir = mkdtempSync(join(tmpdir(), 'spoke-node-'));
     const cgroup = cgroupPath();
-    mkdirSync(join(stateFile, '..'), { recursive: true });
-    writeFileSync(stateFile, JSON.stringify({ owner: process.pid, cgroup, dir } satisfies State));
+    await takeClusterSlot({ owner: process.pid, cgroup, dir });
+    const started = Date.now();
     createCgroup(cgroup);
     let cluster: NodeCluster | undefined;
     try {
