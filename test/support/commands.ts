@@ -36,6 +36,9 @@ export function runToEnd(
         resolve({ code, stdout, stderr: stderr || (err && code === 1 ? err.message : '') });
       },
     );
+    // A command that exits without reading its input (or before reading all of it) makes the write fail
+    // with EPIPE; its exit code and output say what happened, so the write's error is not one.
+    child.stdin!.on('error', () => {});
     child.stdin!.end(opts.input ?? '');
   });
 }
