@@ -5,7 +5,6 @@
 // (reference-bins.ts), built as README.md says; tests skip with a note where they are absent.
 // Everything listens on 127.0.0.1 with ephemeral ports (the API server on another loopback address and
 // port when asked, e.g. :443 as kubernetes.default.svc); the PKI is generated into a temporary folder.
-import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
@@ -13,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { createCa, type Ca } from '../../hub/ephemeral-pki.js';
+import { runToEnd } from './commands.js';
 import { run, terminate, type Child } from './processes.js';
 import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
@@ -198,18 +198,7 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
       ].join('\n'),
     );
   const kubectl = (user: KubeUser, args: string[], input?: string) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      const child = execFile(
-        'kubectl',
-        [`--kubeconfig=${kubeconfig(user)}`, ...args],
-        { timeout: 30_000 },
-        (err, stdout, stderr) => {
-          resolve({ code: err ? ((err as { code?: unknown }).code as number) || 1 : 0, stdout, stderr });
-        },
-      );
-      if (input !== undefined) child.stdin!.end(input);
-      else child.stdin!.end();
-    });
+    runToEnd('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args], { timeoutMs: 30_000, input });
   const kubectlProcess = (user: KubeUser, args: string[]) =>
     run('kubectl', [`--kubeconfig=${kubeconfig(user)}`, ...args]);
   const auditEvents = () => {

@@ -46,6 +46,7 @@ export async function terminate(
 
 export function run(command: string, args: string[], opts: SpawnOptions = {}): Child {
   const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], ...opts });
+  child.stdin?.on('error', () => {}); // EPIPE from a child that exited: its exit says so
   let out = '';
   let err = '';
   const waiters = new Set<() => void>();
