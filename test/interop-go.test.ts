@@ -195,7 +195,7 @@ function interopSuite(release: AnpRelease): void {
       for (const server of [grpcServer, connectServer]) {
         await waitUntil(
           () => server.lines(/"Agent connected"/).some((l) => l.includes(agentID)),
-          5000,
+          20_000,
           `${server.serverID} to log the agent`,
         );
         if (!release.modern) continue; // release-0.30 has no ready_backends
@@ -261,7 +261,7 @@ function interopSuite(release: AnpRelease): void {
       await closed(conn);
       await waitUntil(
         () => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0,
-        5000,
+        20_000,
         'the CLOSE_RSP to reach the frontend',
       );
       expect(grpcServer.lines(/"Received CLOSE_REQ"/, from).length).toBe(1);
@@ -269,7 +269,7 @@ function interopSuite(release: AnpRelease): void {
       // The dial log has it, with the Go server's ID and, once closed, the bytes each way.
       const logged = () =>
         agent!.agent.dialLog!.current().find((e) => e.destination === echo.address && e.server === grpcServer.serverID);
-      await waitUntil(() => logged()?.open === false, 5000, 'the dial log to record the close');
+      await waitUntil(() => logged()?.open === false, 20_000, 'the dial log to record the close');
       expect(logged()).toMatchObject({
         result: 'connected',
         bytesToTarget: 1 << 20,
@@ -296,7 +296,7 @@ function interopSuite(release: AnpRelease): void {
       expect(Buffer.concat(body).toString()).toContain('hello from /remote-close');
       await waitUntil(
         () => grpcServer.lines(/"CLOSE_RSP sent to frontend"/, from).length > 0,
-        5000,
+        20_000,
         'CLOSE_RSP forwarded',
       );
       expect(grpcServer.lines(/"Received CLOSE_REQ"/, from)).toEqual([]);
@@ -403,7 +403,7 @@ function interopSuite(release: AnpRelease): void {
         await idle.agent.drain(5000);
         await waitUntil(
           () => connectServer.lines(/"Close backend of agent" agentID="spoke-idle-agent"/, from).length > 0,
-          5000,
+          20_000,
           'the idle agent stream to end',
         );
         // release-0.30 does not know the packet type, and says so
@@ -436,7 +436,7 @@ function interopSuite(release: AnpRelease): void {
         const from = grpcServer.log.length;
         await waitUntil(
           () => grpcServer.lines(/"Agent connected"/).filter((l) => l.includes('spoke-rules-agent')).length >= 2,
-          5000,
+          20_000,
           'both streams registered',
         );
         const conn = await dial(grpcServer, `rule.ruled:${echo.port}`);
@@ -452,7 +452,7 @@ function interopSuite(release: AnpRelease): void {
         await drained;
         await waitUntil(
           () => grpcServer.lines(/"Close backend of agent" agentID="spoke-rules-agent"/, from).length >= 2,
-          5000,
+          20_000,
           'both streams to end',
         );
         expect(grpcServer.lines(/should not happen/, from)).toEqual([]);
@@ -542,7 +542,7 @@ function interopSuite(release: AnpRelease): void {
           await a.ready(1, 15_000);
           await waitUntil(
             () => grpcServer.lines(/"Agent connected"/).some((l) => l.includes(`spoke-drain-${name}`)),
-            5000,
+            20_000,
             `agent ${name} registered`,
           );
         }
@@ -553,7 +553,7 @@ function interopSuite(release: AnpRelease): void {
         if (release.modern)
           await waitUntil(
             () => grpcServer.lines(/"agent is draining" agentID="spoke-drain-a"/, from).length > 0,
-            5000,
+            20_000,
             'the server to read the DRAIN',
           );
         else
@@ -563,7 +563,7 @@ function interopSuite(release: AnpRelease): void {
                 /"Ignoring unrecognized packet from backend" packet="type:6 .*agentID="spoke-drain-a"/,
                 from,
               ).length > 0,
-            5000,
+            20_000,
             'release-0.30 to ignore the DRAIN',
           );
         for (let i = 0; i < 3; i++) expect(await greeting()).toBe(release.modern ? 'agent-b' : 'agent-a');
@@ -582,7 +582,7 @@ function interopSuite(release: AnpRelease): void {
       if (release.modern) {
         await waitUntil(
           () => grpcServer.lines(/"agent is draining"/, from).some((l) => l.includes(agentID)),
-          5000,
+          20_000,
           'the Go server to log the DRAIN',
         );
         expect(grpcServer.lines(/marked backend as draining/, from).length).toBe(1);
@@ -592,7 +592,7 @@ function interopSuite(release: AnpRelease): void {
             grpcServer
               .lines(/"Ignoring unrecognized packet from backend" packet="type:6 /, from)
               .some((l) => l.includes(agentID)),
-          5000,
+          20_000,
           'release-0.30 to ignore the DRAIN',
         );
       // Still flows; and with no other agent the server falls back to the draining one for new dials
@@ -606,7 +606,7 @@ function interopSuite(release: AnpRelease): void {
       await waitUntil(
         () =>
           grpcServer.lines(/"Receive stream from agent is closed"|Stream read from agent cancelled/, from).length > 0,
-        5000,
+        20_000,
         'the agent stream to end',
       );
       // Every CLOSE_RSP written before the stream ended reached the server: nothing left established.
