@@ -10,6 +10,7 @@ import { runFleet } from './fleet.js';
 import { runHubCost } from './hub-cost.js';
 import { runIdle } from './idle.js';
 import { runLatency } from './latency.js';
+import { runNetFaults } from './net-faults.js';
 import { writeReadmeSection } from './readme-section.js';
 import { runReconnect } from './reconnect.js';
 import { Report, targetsTable } from './report.js';
@@ -30,10 +31,11 @@ const sections = [
   'hubcost',
   'churn',
   'fleet',
+  'netfaults',
 ] as const;
 type Section = (typeof sections)[number];
 /** Minutes long: only when named. */
-const optIn: readonly Section[] = ['churn', 'fleet'];
+const optIn: readonly Section[] = ['churn', 'fleet', 'netfaults'];
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -47,7 +49,7 @@ if (unknown.length) {
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
 const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
-const budgetMs = ((quick ? 5 : 18) + (chosen.has('fleet') ? 20 : 0)) * 60_000;
+const budgetMs = ((quick ? 5 : 18) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
 const watchdog = setTimeout(() => {
   console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);
   void cleanup().finally(() => process.exit(1));
@@ -94,6 +96,7 @@ try {
   await run('hubcost', () => runHubCost(report, pki, quick));
   await run('churn', () => runChurn(report, pki, targets, quick));
   await run('fleet', () => runFleet(report, pki, quick));
+  await run('netfaults', () => runNetFaults(report));
 } finally {
   await cleanup();
   clearTimeout(watchdog);
