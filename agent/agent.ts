@@ -15,6 +15,7 @@ import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
+import { userTimeoutUnavailable } from '../net/tcp-fault-detection.js';
 
 export interface AgentDeps {
   log: Logger;
@@ -50,6 +51,12 @@ export class Agent {
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
+    const noUserTimeout = options.tcpUserTimeout > 0 ? userTimeoutUnavailable() : undefined;
+    if (noUserTimeout)
+      deps.log.warn(
+        { reason: noUserTimeout, tcpKeepaliveTime: options.tcpKeepaliveTime },
+        '--tcp-user-timeout is not in force: a silent path to a proxy-server is found by keepalive probes alone (about 10 s after --tcp-keepalive-time when idle, never while data is outstanding)',
+      );
     this.identifiers = deps.identifiers ?? { own: options.agentIdentifiers, groups: [] };
     this.memoryLimit = deps.memoryLimit;
     this.registry = deps.registry ?? new Registry();
@@ -87,6 +94,7 @@ export class Agent {
       syncIntervalCapMs: options.syncIntervalCap,
       syncForever: options.syncForever,
       keepaliveMs: options.keepaliveTime,
+      tcp: { keepaliveMs: options.tcpKeepaliveTime, userTimeoutMs: options.tcpUserTimeout },
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
       budget: this.budget,
