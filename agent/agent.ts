@@ -17,6 +17,14 @@ import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
 import { userTimeoutUnavailable } from '../net/tcp-fault-detection.js';
 
+/**
+ * A target that goes silent mid-stream (its node gone, a flow dropped on the way) is let go, and the
+ * hub's client told, instead of holding a tunnelled connection until the hub gives up: the Go agent's
+ * keepalive (Go's dialer default, 15 s: the same probes per idle connection), and TCP_USER_TIMEOUT, which
+ * the Go agent leaves at the kernel's ~15 minutes. Longer than the hub side's: a target may be slow.
+ */
+const targetFaultDetection = { keepaliveMs: 15_000, userTimeoutMs: 30_000 };
+
 export interface AgentDeps {
   log: Logger;
   registry?: Registry;
@@ -105,6 +113,7 @@ export class Agent {
           resolve: deps.resolve,
           authorize: deps.authorize,
           sharedReads: true,
+          tcp: targetFaultDetection,
         }),
       dials,
       metrics: this.metrics,
