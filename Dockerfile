@@ -3,7 +3,8 @@
 # agent bundled with its dependencies (no node_modules) only: no shell, no package manager, uid 65532.
 
 # Type-checks and bundles the agent into dist/ (cmd/build.ts; with the .proto files it loads at run time), and the
-# DNS server's batched-UDP helper to build/ (C, Node-API: the full image has the compiler).
+# Node-API helpers to build/ (cmd/build-native.ts: the DNS server's batched UDP, TCP_USER_TIMEOUT for the agent's
+# connections to the hub; C: the full image has the compiler).
 FROM node:24-trixie AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -11,7 +12,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # The sources: .dockerignore leaves out tests, benchmarks, manifests and docs.
 COPY . ./
-RUN npm run build && npm run build:native && test -f build/udp-batch.node
+RUN npm run build && npm run build:native && test -f build/udp-batch.node && test -f build/tcp-user-timeout.node
 
 FROM gcr.io/distroless/nodejs24-debian13:nonroot
 WORKDIR /app

@@ -10,7 +10,21 @@ import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Clock } from '../clock/clock.js';
 import { splitHostPort } from '../net/address.js';
+import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+
+/**
+ * Why a connection that was up went away, as an operator tunes for it: `timeout` (the kernel gave up:
+ * nothing acknowledged for --tcp-user-timeout, or keepalive probes unanswered: the path went silent),
+ * `ping` (an HTTP/2 PING unanswered: the server's process, not the path), `goaway` (the server said it
+ * is going), `closed` (a FIN or a RST: Node's HTTP/2 reports a reset as a plain close), `error`
+ * (anything else the socket reported).
+ */
+export type LossCause = 'timeout' | 'ping' | 'goaway' | 'closed' | 'error';
+
+function causeOf(err: Error): LossCause {
+  return (err as NodeJS.ErrnoException).code === 'ETIMEDOUT' ? 'timeout' : 'error';
+}
 
 export interface AgentSessionOptions {
   /** host:port of the proxy-server's agent port. */
@@ -26,8 +40,10 @@ export interface AgentSessionOptions {
   keepaliveTimeoutMs: number;
   /** What the keepalive's interval and timeout are measured on. */
   clock: Clock;
+  /** TCP keepalive probes and TCP_USER_TIMEOUT on the socket: how a path that went silent is found. */
+  tcp: TcpFaultDetection;
   /** Once, when the connection is gone (after `open` resolved); its streams have ended by then. */
-  onClose: (status: StreamStatus) => void;
+  onClose: (status: StreamStatus, cause: LossCause) => void;
 }
 
 export class AgentSession {
@@ -38,17 +54,21 @@ export class AgentSession {
   private readonly streams = new Set<ConnectStream>();
   /** Why the connection went, once known. */
   private status?: StreamStatus;
+  private cause?: LossCause;
+  /** What of `tcp` could not be applied to the socket (logged by the caller). */
+  tcpProblem?: string;
 
   private constructor(
     private readonly session: http2.ClientHttp2Session,
     private readonly opts: AgentSessionOptions,
   ) {
-    session.on(
-      'error',
-      (err: Error) => (this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` }),
-    );
+    session.on('error', (err: Error) => {
+      this.cause ??= causeOf(err);
+      this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `connection error: ${err.message}` };
+    });
     session.on('goaway', (code: number) => {
       this.goingAway = true;
+      this.cause ??= 'goaway';
       this.status ??= { code: GrpcStatus.UNAVAILABLE, details: `the server sent GOAWAY (HTTP/2 error ${code})` };
     });
     session.on('close', () => this.finish());
@@ -74,7 +94,9 @@ export class AgentSession {
       );
       const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
       socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
+      let tcpProblem: string | undefined;
       socket.once('connect', () => {
+        tcpProblem = applyTcpFaultDetection(socket, opts.tcp);
         opts.secure(socket).then((tls) => {
           if (settled) return void tls.destroy();
           settled = true;
@@ -92,7 +114,9 @@ export class AgentSession {
           session.once('remoteSettings', () => {
             if (!session.destroyed) session.setLocalWindowSize(opts.windowBytes);
           });
-          resolve(new AgentSession(session, opts));
+          const agentSession = new AgentSession(session, opts);
+          agentSession.tcpProblem = tcpProblem;
+          resolve(agentSession);
         }, fail);
       });
     });
@@ -140,7 +164,7 @@ export class AgentSession {
     this.cancelKeepalive();
     const status = this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' };
     for (const stream of [...this.streams]) stream.connectionLost(status);
-    this.opts.onClose(status);
+    this.opts.onClose(status, this.cause ?? 'closed');
   }
 
   private scheduleKeepalive(): void {
@@ -150,6 +174,7 @@ export class AgentSession {
 
   private ping(): void {
     const unanswered = this.opts.clock.after(this.opts.keepaliveTimeoutMs, () => {
+      this.cause ??= 'ping';
       this.status ??= {
         code: GrpcStatus.UNAVAILABLE,
         details: `keepalive ping unanswered for ${this.opts.keepaliveTimeoutMs}ms`,

@@ -15,6 +15,15 @@ import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
+import { userTimeoutUnavailable } from '../net/tcp-fault-detection.js';
+
+/**
+ * A target that goes silent mid-stream (its node gone, a flow dropped on the way) is let go, and the
+ * hub's client told, instead of holding a tunnelled connection until the hub gives up: the Go agent's
+ * keepalive (Go's dialer default, 15 s: the same probes per idle connection), and TCP_USER_TIMEOUT, which
+ * the Go agent leaves at the kernel's ~15 minutes. Longer than the hub side's: a target may be slow.
+ */
+const targetFaultDetection = { keepaliveMs: 15_000, userTimeoutMs: 30_000 };
 
 export interface AgentDeps {
   log: Logger;
@@ -50,6 +59,12 @@ export class Agent {
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
+    const noUserTimeout = options.tcpUserTimeout > 0 ? userTimeoutUnavailable() : undefined;
+    if (noUserTimeout)
+      deps.log.warn(
+        { reason: noUserTimeout, tcpKeepaliveTime: options.tcpKeepaliveTime },
+        '--tcp-user-timeout is not in force: a silent path to a proxy-server is found by keepalive probes alone (about 10 s after --tcp-keepalive-time when idle, never while data is outstanding)',
+      );
     this.identifiers = deps.identifiers ?? { own: options.agentIdentifiers, groups: [] };
     this.memoryLimit = deps.memoryLimit;
     this.registry = deps.registry ?? new Registry();
@@ -87,6 +102,7 @@ export class Agent {
       syncIntervalCapMs: options.syncIntervalCap,
       syncForever: options.syncForever,
       keepaliveMs: options.keepaliveTime,
+      tcp: { keepaliveMs: options.tcpKeepaliveTime, userTimeoutMs: options.tcpUserTimeout },
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
       budget: this.budget,
@@ -97,6 +113,7 @@ export class Agent {
           resolve: deps.resolve,
           authorize: deps.authorize,
           sharedReads: true,
+          tcp: targetFaultDetection,
         }),
       dials,
       metrics: this.metrics,

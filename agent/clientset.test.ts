@@ -23,6 +23,7 @@ class FakeConnection extends EventEmitter<{ closed: [reason: string] }> {
   readonly pendingDialCount = 0;
   readonly log = log;
   readonly tlsSession: Buffer;
+  lossCause?: 'closed';
   constructor(
     readonly serverID: string,
     readonly serverCount: number,
@@ -47,6 +48,8 @@ class FakeConnection extends EventEmitter<{ closed: [reason: string] }> {
 /** Replicas behind a balancer that hands each attempt to the next one in turn. */
 class Replicas {
   readonly up = new Map<string, boolean>();
+  /** A replica that is down takes this long to fail (a blackholed address: SYNs until the handshake timeout). */
+  hangMs = 0;
   readonly attempts: Array<{ at: number; reached: string; resume?: string; outcome: string }> = [];
   readonly conns: FakeConnection[] = [];
   private turn = 0;
@@ -65,6 +68,7 @@ class Replicas {
     const at = this.clock.now();
     if (!this.up.get(reached)) {
       this.attempts.push({ at, reached, outcome: 'failed' });
+      if (this.hangMs > 0) await new Promise((resolve) => this.clock.after(this.hangMs, () => resolve(undefined)));
       throw new Error(`connection to ${reached} refused`);
     }
     if (opts.resume?.serverID === reached && opts.resume.held()) {
@@ -112,6 +116,7 @@ function clientSet(
     syncIntervalCapMs: 10_000,
     syncForever: false,
     keepaliveMs: 30_000,
+    tcp: { keepaliveMs: 0, userTimeoutMs: 0 },
     drainTimeoutMs: 1000,
     dial: async () => {
       throw new Error('no dials here');
@@ -165,6 +170,21 @@ describe('ClientSet sync loop (ManualClock)', () => {
     await clock.advance(10_000);
     expect(held(set)).toEqual(new Set(['a']));
     expect(await attempts()).toEqual({ failed: 7, connected: 1 });
+  });
+
+  it('an attempt that hangs until its timeout counts that time toward the backoff (attempts start a backoff apart)', async () => {
+    const clock = new ManualClock();
+    const replicas = new Replicas(['a'], clock);
+    replicas.up.set('a', false);
+    replicas.hangMs = 4000;
+    const { set } = clientSet(replicas, clock, () => 0);
+    await clock.advance(40_000);
+    // Backoff 1, 1.5, 2.25, 3.375 s is shorter than the 4 s an attempt takes: the next starts as one fails;
+    // then 5.06, 7.59, 10 s from the start of the previous one.
+    expect(replicas.attempts.map((a) => a.at)).toEqual([0, 4000, 8000, 12_000, 16_000, 21_062.5, 28_656.25, 38_656.25]);
+    replicas.up.set('a', true);
+    await clock.advance(10_000);
+    expect(held(set)).toEqual(new Set(['a']));
   });
 
   it('after losing a replica while holding others, the first attempt waits a random share of 3 x --sync-interval, then finds it', async () => {

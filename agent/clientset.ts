@@ -7,6 +7,7 @@
 // sync-policy.ts says. An agent that holds every server does nothing until one of them happens; the
 // Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
+import type { TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { splitHostPort } from '../net/address.js';
 import { sleep, systemClock, type Clock } from '../clock/clock.js';
 import type { BufferBudget } from './buffer-budget.js';
@@ -33,6 +34,8 @@ export interface ClientSetOptions {
   syncIntervalCapMs: number;
   syncForever: boolean;
   keepaliveMs: number;
+  /** --tcp-keepalive-time and --tcp-user-timeout on every connection to a proxy-server. */
+  tcp: TcpFaultDetection;
   drainTimeoutMs: number;
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;
@@ -66,6 +69,7 @@ export interface HubConnection
     | 'pendingDialCount'
     | 'registrations'
     | 'tlsSession'
+    | 'lossCause'
   > {
   on(event: 'closed', listener: (reason: string) => void): unknown;
 }
@@ -234,6 +238,7 @@ export class ClientSet {
 
   private async connectOnce(target: string, current: Held[]): Promise<number> {
     const generation = this.generation;
+    const startedAt = this.clock.now();
     let conn: HubConnection;
     try {
       conn = await (this.opts.open ?? ServerConnection.open)({
@@ -242,6 +247,7 @@ export class ClientSet {
         agentID: this.opts.agentID,
         identifiers: this.opts.identifiers,
         keepaliveMs: this.opts.keepaliveMs,
+        tcp: this.opts.tcp,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
         dials: this.opts.dials,
@@ -262,9 +268,9 @@ export class ClientSet {
           { target, serverID: err.serverID },
           'reached a proxy-server already connected (TLS resumption)',
         );
-        return this.attempted('duplicate', target);
+        return this.attempted('duplicate', target, startedAt);
       }
-      const wait = this.attempted('failed', target);
+      const wait = this.attempted('failed', target, startedAt);
       this.opts.log.warn(
         { target, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
@@ -286,20 +292,24 @@ export class ClientSet {
       current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
     ) {
       conn.close('duplicate serverID');
-      return this.attempted('duplicate', target);
+      return this.attempted('duplicate', target, startedAt);
     }
     this.adopt({ conn, target, generation });
-    return this.attempted('connected', target);
+    return this.attempted('connected', target, startedAt);
   }
 
-  /** Counts an attempt and sets when the next may start (sync-policy.ts); returns the wait. */
-  private attempted(outcome: AttemptOutcome, target: string): number {
+  /**
+   * Counts an attempt and sets when the next may start (sync-policy.ts), counted from when this one
+   * started: an attempt into a blackholed hub that ran into the handshake timeout has already waited
+   * that long, so the next SYN is not pushed a whole backoff further from the moment the path heals.
+   * Returns the wait from now.
+   */
+  private attempted(outcome: AttemptOutcome, target: string, startedAt: number): number {
     this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
     const holding = [...this.held].some((h) => h.target === target && !h.conn.isClosed);
-    const wait = this.policy.after(outcome, holding);
-    this.nextAttemptAt = this.clock.now() + wait;
+    this.nextAttemptAt = startedAt + this.policy.after(outcome, holding);
     this.waitingAfter = outcome;
-    return wait;
+    return Math.max(0, this.nextAttemptAt - this.clock.now());
   }
 
   private adopt(held: Held): void {
@@ -318,6 +328,7 @@ export class ClientSet {
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
+      if (conn.lossCause) this.opts.metrics.serverConnectionsLost.inc({ cause: conn.lossCause });
       if (!this.draining && !this.stopped) this.lost(held);
       this.poke();
     });

@@ -12,7 +12,7 @@ import { ManualClock } from '../test/support/manual-clock.js';
 import { TcpBalancer } from '../test/support/tcp-balancer.js';
 import { waitUntil } from '../test/support/wait.js';
 import { systemClock } from '../clock/clock.js';
-import { AgentSession, type AgentSessionOptions } from './agent-session.js';
+import { AgentSession, type LossCause, type AgentSessionOptions } from './agent-session.js';
 import { GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 import { ServerTls } from './server-tls.js';
 
@@ -65,6 +65,8 @@ type Overrides = Partial<
 async function session(overrides: Overrides = {}) {
   let resolveClose!: (s: StreamStatus) => void;
   const closed = new Promise<StreamStatus>((r) => (resolveClose = r));
+  let resolveCause!: (c: LossCause) => void;
+  const cause = new Promise<LossCause>((r) => (resolveCause = r));
   const s = await AgentSession.open({
     target: overrides.target ?? `127.0.0.1:${port}`,
     secure: (socket) => tls.handshake(socket),
@@ -73,10 +75,14 @@ async function session(overrides: Overrides = {}) {
     keepaliveMs: overrides.keepaliveMs ?? 0,
     keepaliveTimeoutMs: overrides.keepaliveTimeoutMs ?? 1000,
     clock: overrides.clock ?? systemClock,
-    onClose: resolveClose,
+    tcp: { keepaliveMs: 0, userTimeoutMs: 0 },
+    onClose: (status, why) => {
+      resolveCause(why);
+      resolveClose(status);
+    },
   });
   open.push(s);
-  return { session: s, closed };
+  return { session: s, closed, cause };
 }
 
 async function streamOn(s: AgentSession, overrides: Overrides = {}) {
@@ -94,8 +100,8 @@ async function streamOn(s: AgentSession, overrides: Overrides = {}) {
 }
 
 async function connect(overrides: Overrides = {}) {
-  const { session: s, closed } = await session(overrides);
-  return { ...(await streamOn(s, overrides)), session: s, closed };
+  const { session: s, closed, cause } = await session(overrides);
+  return { ...(await streamOn(s, overrides)), session: s, closed, cause };
 }
 
 const grpcHeaders = { ':status': 200, 'content-type': 'application/grpc', serverid: 's1', servercount: '2' };
@@ -273,6 +279,7 @@ describe('ConnectStream', () => {
         session: s,
         ended,
         closed,
+        cause,
       } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300, clock });
       // Three rounds: the PING goes out, and its answer (the next PING scheduled, its timeout cancelled)
       // comes before the clock is moved on.
@@ -287,6 +294,21 @@ describe('ConnectStream', () => {
       await clock.advance(300);
       expect(await ended).toEqual({ code: GrpcStatus.UNAVAILABLE, details: 'keepalive ping unanswered for 300ms' });
       expect(await closed).toEqual({ code: GrpcStatus.UNAVAILABLE, details: 'keepalive ping unanswered for 300ms' });
+      expect(await cause).toBe('ping');
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('says why a connection went: a RST is a close (Node HTTP/2 reports no reset)', async () => {
+    handler = (stream) => stream.respond(grpcHeaders);
+    const relay = new TcpBalancer([port]);
+    const relayPort = await relay.listen();
+    try {
+      const { closed, cause } = await connect({ target: `127.0.0.1:${relayPort}` });
+      relay.reset();
+      expect((await closed).code).toBe(GrpcStatus.UNAVAILABLE);
+      expect(await cause).toBe('closed');
     } finally {
       await relay.close();
     }

@@ -1,5 +1,6 @@
 // Dials a target for a DIAL_REQ: resolve, authorize, connect, within a timeout and cancellable
 // (DIAL_CLS). Errors read like Go's net errors, which is what hub clients of the Go agent see.
+import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
@@ -50,6 +51,8 @@ export interface TargetDialOptions {
    * must take the reads with relayTargetReads (the agent's endpoint connections do).
    */
   sharedReads?: boolean;
+  /** Keepalive probes and TCP_USER_TIMEOUT on the connected socket, so a target gone silent mid-stream is let go. */
+  tcp?: TcpFaultDetection;
 }
 
 export class TargetDialError extends Error {
@@ -185,6 +188,7 @@ function connect(
     if (cancel) cancel.onCancel = onAbort;
     socket.once('connect', () => {
       cleanup();
+      if (opts.tcp) applyTcpFaultDetection(socket, opts.tcp);
       resolve(socket);
     });
   });

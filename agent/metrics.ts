@@ -28,6 +28,7 @@ export class AgentMetrics {
   readonly latePackets: Counter<'type'>;
   readonly dialCancellations: Counter;
   readonly serverConnectAttempts: Counter<'result'>;
+  readonly serverConnectionsLost: Counter<'cause'>;
   readonly drains: Counter;
   readonly bufferHighWater: Histogram;
   readonly bufferOverflows: Counter;
@@ -127,6 +128,12 @@ export class AgentMetrics {
       name: 'spoke_agent_server_connect_attempts_total',
       help: "Attempts to connect to a proxy-server, by result: connected (a replica not held yet), duplicate (a replica already held answered; known after the TLS handshake when it resumed that replica's session), failed (no answer, a refusal, a failed handshake). The Go agent has no such metric (its server_connection_failure_count counts stream errors).",
       labelNames: ['result'],
+      registers,
+    });
+    this.serverConnectionsLost = new Counter({
+      name: 'spoke_agent_server_connections_lost_total',
+      help: 'Connections to a proxy-server that went away without the agent closing them, by cause: timeout (the kernel gave up: nothing acknowledged for --tcp-user-timeout, or keepalive probes unanswered: the path went silent), ping (an HTTP/2 PING unanswered for 20s: the server process), goaway (the server is going away), closed (a FIN or a RST, or the server ended the stream), error (another socket error). Each is followed by a reconnect.',
+      labelNames: ['cause'],
       registers,
     });
     this.drains = new Counter({

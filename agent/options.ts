@@ -82,6 +82,25 @@ export const agentFlags = {
     'Time for gRPC agent client keepalive pings, which find a dead transport (Go agent: 1h). At least 30s: the proxy-server answers faster pings with GOAWAY.',
     { validate: (ms) => (ms < 30_000 ? 'must be at least 30s (the proxy-server rejects faster pings)' : undefined) },
   ),
+  tcpKeepaliveTime: duration(
+    'tcp-keepalive-time',
+    3000,
+    'Idle time after which TCP keepalive probes (one a second) check each connection to a proxy-server; they cost a probe and its answer per idle period and none while traffic flows. 0 turns them off (the Go agent: 15s).',
+    { validate: (ms) => (ms !== 0 && ms < 1000 ? 'must be 0 (off) or at least 1s' : undefined) },
+  ),
+  tcpUserTimeout: duration(
+    'tcp-user-timeout',
+    8000,
+    'A connection to a proxy-server on which nothing sent (data or a keepalive probe) has been acknowledged for this long is dropped and redialled (TCP_USER_TIMEOUT): how fast a path that went silent (no RST, no FIN) is found, idle or busy. Too short drops a slow but live link. 0: the kernel default, ~15 minutes while data is outstanding (the Go agent: 20s).',
+    {
+      validate: (ms) =>
+        ms !== 0 && ms < 1000
+          ? 'must be 0 (the kernel default) or at least 1s'
+          : ms > 2_147_483_647
+            ? 'too long'
+            : undefined,
+    },
+  ),
   dialTimeout: duration('dial-timeout', 5000, 'Timeout for dialing a target on behalf of the proxy-server.', {
     validate: positive('dial timeout'),
   }),

@@ -10,7 +10,8 @@
 import { EventEmitter } from 'node:events';
 import { Header } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
-import { AgentSession } from './agent-session.js';
+import { AgentSession, type LossCause } from './agent-session.js';
+import type { TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { Backoff } from '../clock/backoff.js';
 import type { ServerCredentials } from './credentials.js';
 import { Registration, type RegistrationOptions } from './registration.js';
@@ -23,6 +24,8 @@ export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'iden
   /** The first stream's identifiers: the agent's own, which do not change while it runs. */
   identifiers: string;
   keepaliveMs: number;
+  /** --tcp-keepalive-time and --tcp-user-timeout. */
+  tcp: TcpFaultDetection;
   /** The most a retired stream waits for its connections before it is closed anyway. */
   drainTimeoutMs: number;
   random?: () => number;
@@ -45,6 +48,8 @@ export class KnownServerError extends Error {
 export class ServerConnection extends EventEmitter<{ closed: [reason: string] }> {
   serverID = '';
   serverCount = 1;
+  /** Why the connection went when the agent did not close it itself (clientset.ts counts it). */
+  lossCause?: LossCause;
   readonly log: Logger;
   private session?: AgentSession;
   private primary?: Registration;
@@ -81,7 +86,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   }
 
   private registration(identifiers: string): Registration {
-    const { target, credentials, keepaliveMs, drainTimeoutMs, random, resume, ...common } = this.opts;
+    const { target, credentials, keepaliveMs, tcp, drainTimeoutMs, random, resume, ...common } = this.opts;
     return new Registration({
       ...common,
       identifiers,
@@ -109,8 +114,14 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
       keepaliveMs: opts.keepaliveMs,
       keepaliveTimeoutMs: 20_000,
       clock: opts.clock,
-      onClose: (status) => this.close(`connection lost: ${status.details}`),
+      tcp: opts.tcp,
+      onClose: (status, cause) => {
+        if (!this.closed) this.lossCause = cause;
+        this.close(`connection lost: ${status.details}`);
+      },
     });
+    if (this.session.tcpProblem)
+      this.log.debug({ problem: this.session.tcpProblem }, 'TCP fault detection not applied');
     const primary = this.registration(opts.identifiers);
     this.primary = primary;
     const headers = await primary.open(this.session);
@@ -132,7 +143,11 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     // The first stream is the connection: when the server ends it, it has let the agent go. (Once
     // draining, the streams retire one by one, and closeWhenIdle ends the connection after the last.)
     primary.onClosed((reason) => {
-      if (!this.drained) this.close(reason);
+      // A connection that is going ends its streams first and says why when it has closed (onClose).
+      if (this.drained || !this.session?.ready) return;
+      // The connection is up: the server let the agent go.
+      if (!this.closed) this.lossCause ??= 'closed';
+      this.close(reason);
     });
   }
 

@@ -74,7 +74,13 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
       gid: 65532,
       write: 'EROFS',
       shells: [],
-      files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/proxy-agent'],
+      files: [
+        '/app/dist/cmd/main.js',
+        '/app/dist/proto/agent.proto',
+        '/app/build/udp-batch.node',
+        '/app/build/tcp-user-timeout.node',
+        '/proxy-agent',
+      ],
     });
     const shell = await inImage(['-c', 'true'], { entrypoint: '/bin/sh' });
     expect(shell.code).not.toBe(0);

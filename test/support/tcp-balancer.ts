@@ -55,6 +55,14 @@ export class TcpBalancer {
     }
   }
 
+  /** Ends every open connection with a RST towards the client, as a middlebox that forgot the flow does. */
+  reset(): void {
+    for (const [client, upstream] of this.pairs) {
+      client.resetAndDestroy();
+      upstream.destroy();
+    }
+  }
+
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
