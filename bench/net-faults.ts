@@ -207,7 +207,10 @@ export async function runNetFaults(report: Report): Promise<void> {
   if (skipped) return report.note(`netfaults: ${skipped}`);
   const section = 'Network faults';
   const lab = await Lab.start();
-  const table: string[] = ['| scenario | agent | noticed | reconnected | server dropped old | hub reached | fetches failed | not ready |', '|---|---|---:|---:|---:|---:|---:|---:|'];
+  const table: string[] = [
+    '| scenario | agent | noticed | reconnected | server dropped old | hub reached | fetches failed | not ready |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
+  ];
   const line = (scenario: string, kind: AgentKind, t: Times) =>
     table.push(
       `| ${scenario} | ${kind} | ${show(t.noticed)} | ${show(t.reconnected)} | ${show(t.serverDropped)} | ${show(t.hubReached)} | ${t.failedFetches} | ${fmt(t.notReadyS)} s |`,
@@ -258,7 +261,7 @@ export async function runNetFaults(report: Report): Promise<void> {
     }
     report.add({
       section,
-      metric: 'blackhole 60 s: heal -> the hub\'s next successful fetch',
+      metric: "blackhole 60 s: heal -> the hub's next successful fetch",
       subject: flagsNote,
       value: s(bh.ours!.hubReached),
       unit: 's',
@@ -289,7 +292,10 @@ export async function runNetFaults(report: Report): Promise<void> {
       value: lo.ours!.mibPerS,
       unit: 'MiB/s',
       baseline: { subject: 'Go v0.36 agent', value: lo.go!.mibPerS },
-      target: { text: "at least the Go agent's, completed", met: lo.ours!.downloadOk && lo.ours!.mibPerS >= lo.go!.mibPerS },
+      target: {
+        text: "at least the Go agent's, completed",
+        met: lo.ours!.downloadOk && lo.ours!.mibPerS >= lo.go!.mibPerS,
+      },
     });
     report.add({
       section,

@@ -5,17 +5,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostsFile } from './support/hosts-file.js';
 import { hubName, Lab, labUnavailable, type LabAgent } from './support/net-faults-lab.js';
+import { sampleValue } from './support/promql.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const skipped = labUnavailable();
 if (skipped) console.warn(`net-faults.test: ${skipped}`);
 
-/** Give-up limit: the agent's keepalive (60 s + 20 s) plus the server's 20 s on a dead connection, with room. */
+/** Give-up limit: a PING's 60 s + 20 s (should the kernel's detector not act) plus the server's 20 s on a dead connection. */
 const giveUp = 150_000;
 
 /** Fetches the page through the hub until one succeeds; a fetch that lands on a dead connection fails, the next may not. */
 async function hubReachesCluster(lab: Lab): Promise<void> {
-  await waitUntilAsync(async () => (await lab.fetchPage(30_000)).ok, giveUp, 'a fetch through the hub to succeed', 1000);
+  await waitUntilAsync(
+    async () => (await lab.fetchPage(30_000)).ok,
+    giveUp,
+    'a fetch through the hub to succeed',
+    1000,
+  );
 }
 
 const notReady = async (agent: LabAgent) => (await agent.readyz()) !== 200;
@@ -50,8 +56,14 @@ describe.skipIf(skipped !== undefined)('our agent when the path to the hub fails
         );
         expect(agent.flows().every((f) => f.local !== old!.local)).toBe(true);
         expect(agent.child.pid).toBe(agent.pid);
+        // Found by the kernel's detector (keepalive, TCP_USER_TIMEOUT), not the minute-long HTTP/2 PING.
+        expect(sampleValue(await agent.metrics(), 'spoke_agent_server_connections_lost_total{cause="timeout"}')).toBe(
+          1,
+        );
         await hubReachesCluster(lab);
-        expect(await Promise.race([agent.child.exited.then(() => 'exited'), Promise.resolve('running')])).toBe('running');
+        expect(await Promise.race([agent.child.exited.then(() => 'exited'), Promise.resolve('running')])).toBe(
+          'running',
+        );
       } finally {
         lab.faults.heal();
         await lab.stopAgent(agent);

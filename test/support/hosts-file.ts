@@ -27,7 +27,17 @@ export class HostsFile {
   wrap(command: string, args: readonly string[]): [string, string[]] {
     return [
       'unshare',
-      ['-m', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" /etc/hosts && exec "$@"', this.path, command, ...args],
+      [
+        '-m',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        'mount --bind "$0" /etc/hosts && exec "$@"',
+        this.path,
+        command,
+        ...args,
+      ],
     ];
   }
 }

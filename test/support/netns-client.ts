@@ -6,7 +6,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 
 /** A socket to `address` (HOST:PORT) inside the namespace whose gateway listens on `gateway`. */
-export function gatewaySocket(gateway: string, address: string): net.Socket {
+function gatewaySocket(gateway: string, address: string): net.Socket {
   const s = net.connect(gateway);
   s.write(`${address}\n`);
   return s;
@@ -15,11 +15,14 @@ export function gatewaySocket(gateway: string, address: string): net.Socket {
 /** GET `path` on `address` inside the namespace: the status code, or 0 when it fails or takes over `timeoutMs`. */
 export function statusOf(gateway: string, address: string, path: string, timeoutMs = 5000): Promise<number> {
   return new Promise((resolve) => {
-    const req = http.get({ createConnection: () => gatewaySocket(gateway, address), path, timeout: timeoutMs }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-      res.on('error', () => resolve(0));
-    });
+    const req = http.get(
+      { createConnection: () => gatewaySocket(gateway, address), path, timeout: timeoutMs },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.on('error', () => resolve(0));
+      },
+    );
     req.on('timeout', () => req.destroy());
     req.on('error', () => resolve(0));
   });
@@ -85,18 +88,26 @@ export function fetchThroughHub(
     const secure = tls.connect({ socket: raw, ca: o.ca, cert: o.cert, key: o.key, servername: 'localhost' });
     sockets.push(raw, secure);
     secure.on('error', (e) => finish(false, e.message));
-    const connect = http.request({ createConnection: () => secure, method: 'CONNECT', path: target, headers: { host: target } });
+    const connect = http.request({
+      createConnection: () => secure,
+      method: 'CONNECT',
+      path: target,
+      headers: { host: target },
+    });
     connect.on('error', (e) => finish(false, e.message));
     connect.on('connect', (res, tunnel) => {
       if (res.statusCode !== 200) return finish(false, `CONNECT ${res.statusCode}`);
-      const get = http.get({ createConnection: () => tunnel, path, headers: { host: target, connection: 'close' } }, (r) => {
-        r.on('data', (c: Buffer) => {
-          bytes += c.length;
-          opts.onBytes?.(bytes);
-        });
-        r.on('end', () => finish(r.statusCode === 200, r.statusCode === 200 ? undefined : `GET ${r.statusCode}`));
-        r.on('error', (e) => finish(false, e.message));
-      });
+      const get = http.get(
+        { createConnection: () => tunnel, path, headers: { host: target, connection: 'close' } },
+        (r) => {
+          r.on('data', (c: Buffer) => {
+            bytes += c.length;
+            opts.onBytes?.(bytes);
+          });
+          r.on('end', () => finish(r.statusCode === 200, r.statusCode === 200 ? undefined : `GET ${r.statusCode}`));
+          r.on('error', (e) => finish(false, e.message));
+        },
+      );
       get.on('error', (e) => finish(false, e.message));
     });
     connect.end();
