@@ -22,7 +22,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => percentile(xs, 50);
 const runs = Number(process.env.BENCH_NF_RUNS ?? 1);
 /** Seconds a recovery may take before the run gives up on it (and shows the limit). */
-const capS = Number(process.env.BENCH_NF_CAP_S ?? 100);
+const capS = Number(process.env.BENCH_NF_CAP_S ?? 60);
 
 /** What one run saw, in seconds from the fault (undefined: not within the cap). */
 interface Times {
@@ -211,8 +211,13 @@ export async function runNetFaults(report: Report): Promise<void> {
     '| scenario | agent | noticed | reconnected | server dropped old | hub reached | fetches failed | not ready |',
     '|---|---|---:|---:|---:|---:|---:|---:|',
   ];
+  // Each run's row as it ends: a run can take minutes.
+  const row = (text: string) => {
+    table.push(text);
+    console.log(`  ${text}`);
+  };
   const line = (scenario: string, kind: AgentKind, t: Times) =>
-    table.push(
+    row(
       `| ${scenario} | ${kind} | ${show(t.noticed)} | ${show(t.reconnected)} | ${show(t.serverDropped)} | ${show(t.hubReached)} | ${t.failedFetches} | ${fmt(t.notReadyS)} s |`,
     );
   const kinds: AgentKind[] = ['ours', 'go'];
@@ -281,7 +286,7 @@ export async function runNetFaults(report: Report): Promise<void> {
     for (const kind of kinds) lo[kind] = await lossy(lab, kind);
     for (const kind of kinds) {
       const l = lo[kind]!;
-      table.push(
+      row(
         `| 10 % loss 60 s | ${kind} | 64 MiB at ${fmt(l.mibPerS)} MiB/s${l.downloadOk ? '' : ' (failed)'}, ${l.dialsOk}/50 dials | reconnects ${l.reconnects} | SYNs ${l.syns} | | | |`,
       );
     }

@@ -54,6 +54,11 @@ export class Faults {
     this.ns.sh(`iptables -w -A ${chain} ${spec}`);
   }
 
+  /** The counters at zero: the SYNs counted are those sent since the fault began, not the agent's first. */
+  private zero(): void {
+    this.ns.sh(`iptables -w -Z ${chain}`);
+  }
+
   /** Removes every fault, and puts back the SYN counter (at zero). */
   heal(): void {
     this.ns.sh(`iptables -w -F ${chain}`);
@@ -74,6 +79,7 @@ export class Faults {
 
   /** Every packet to and from the agent port (on `address` only, when given) dropped: SYNs hang. */
   blackhole(address?: string): void {
+    this.zero();
     const d = address ? `-d ${address} ` : '';
     const s = address ? `-s ${address} ` : '';
     this.rule(`-p tcp ${d}--dport ${this.agentPort} -j DROP`);
@@ -92,12 +98,13 @@ export class Faults {
 
   /** A share `p` of the packets to and from the agent port dropped at random, each way. */
   lossy(p: number): void {
+    this.zero();
     const random = `-m statistic --mode random --probability ${p}`;
     this.rule(`-p tcp --dport ${this.agentPort} ${random} -j DROP`);
     this.rule(`-p tcp --sport ${this.agentPort} ${random} -j DROP`);
   }
 
-  /** SYNs sent to the agent port since the last heal(), retransmissions included. */
+  /** SYNs sent to the agent port since the blackhole or loss began (or the last heal), retransmissions included. */
   synCount(): number {
     const out = this.ns.exec('iptables', ['-w', '-L', chain, '-v', '-x', '-n']);
     const line = out.split('\n').find((l) => /flags:0x17\/0x02/.test(l));
