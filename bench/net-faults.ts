@@ -223,6 +223,7 @@ async function moved(lab: Lab, kind: AgentKind): Promise<Times> {
   } finally {
     lab.faults.heal();
     await lab.stopAgent(agent);
+    hosts.remove();
   }
 }
 

@@ -115,6 +115,7 @@ describe.skipIf(skipped !== undefined)('our agent when the path to the hub fails
       } finally {
         lab.faults.heal();
         await lab.stopAgent(agent);
+        hosts.remove();
       }
     },
     4 * giveUp,

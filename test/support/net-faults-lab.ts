@@ -2,9 +2,9 @@
 // http-connect frontend (as cluster-proxy runs it, its default proxy strategy), one agent (ours or the
 // Go one), an HTTP target, and the gateway the harness reaches them through. Fixed ports: nothing else
 // lives in the namespace. Faults come from net-faults.ts; this file only starts, probes and stops.
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { makePki, type TestPki } from './certs.js';
 import { anpV036BinDir, goServerFlags } from './go-proxy-server.js';
@@ -221,5 +221,6 @@ export class Lab {
     for (const c of this.children) c.kill('SIGKILL');
     await Promise.all(this.children.map((c) => c.exited));
     this.ns.destroy();
+    for (const dir of [dirname(this.gateway), this.pki.dir]) rmSync(dir, { recursive: true, force: true });
   }
 }
