@@ -47,7 +47,7 @@ export class Report {
 
   /**
    * Writes `<name>.json`, `.md` and `.svg` in `dir`. `goReference`: the Go binaries' folder, or why there
-   * are none (env.ts goReferenceNote).
+   * are none (env.ts goReferenceNote). `commit`: what was measured (README.md names it).
    */
   write(
     dir: string,
@@ -55,6 +55,7 @@ export class Report {
     args: string[],
     seconds: number,
     goReference: { found: boolean; note: string },
+    commit?: string,
   ): void {
     mkdirSync(dir, { recursive: true });
     const machine = {
@@ -66,6 +67,7 @@ export class Report {
     };
     const json = {
       started: this.started.toISOString(),
+      commit,
       seconds: Math.round(seconds),
       args,
       goReference: goReference.found,

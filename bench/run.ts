@@ -1,6 +1,7 @@
 // `npm run bench [-- --quick] [section ...]`: runs the sections (all by default), prints each figure
 // next to its same-run baseline, and writes bench/results/latest.{json,md}. Loopback only; every
 // process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
+import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { runChurn } from './churn.js';
 import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
@@ -101,15 +102,29 @@ try {
   await cleanup();
   clearTimeout(watchdog);
 }
+/** The commit measured, `-dirty` when tracked files differ from it; undefined outside a git clone. */
+function measuredCommit(): string | undefined {
+  try {
+    const git = (...a: string[]) => execFileSync('git', a, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    const head = git('rev-parse', '--short', 'HEAD').trim();
+    return git('status', '--porcelain', '--untracked-files=no').trim() ? `${head}-dirty` : head;
+  } catch {
+    return undefined;
+  }
+}
 const dir = fileURLToPath(new URL('results/', import.meta.url));
 // latest.* and README.md's table come from full runs only: a partial or quick run would not stand for
 // the agent (partial.* is ignored by git).
 const full = !quick && chosen.size === 0;
 const name = full ? 'latest' : 'partial';
-report.write(dir, name, args, (performance.now() - started) / 1000, {
-  found: anpBinDir !== undefined,
-  note: goReferenceNote,
-});
+report.write(
+  dir,
+  name,
+  args,
+  (performance.now() - started) / 1000,
+  { found: anpBinDir !== undefined, note: goReferenceNote },
+  measuredCommit(),
+);
 console.log(`\ntargets:\n${targetsTable(report.rows).join('\n')}`);
 if (full) writeReadmeSection();
 console.log(

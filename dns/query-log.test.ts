@@ -1,9 +1,10 @@
 // The query log's ring and the peers it decodes, without sockets: what is recorded comes back decoded,
 // the ring forgets the oldest, and watchers get batches only while they watch.
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { peerAddress } from './peer.js';
 import type { SkipReason } from '../live-log/live-log.js';
 import { parseSelector, type Selector } from '../live-log/selector.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 import { QueryLog, type QueryEntry } from './query-log.js';
 import { queryFields } from './query-selector.js';
 import { encodeQuery, parseQuery, type Query, RCODE, TYPE } from './wire.js';
@@ -39,8 +40,6 @@ describe('peerAddress', () => {
 });
 
 describe('QueryLog', () => {
-  afterEach(() => vi.useRealTimers());
-
   it('gives back what was recorded: name as asked, type, client, rcode, the rule and the answer, latency (when timed), time', () => {
     const log = new QueryLog({ size: 4 });
     const { msg, q } = query('Search.Default.cluster1', TYPE.AAAA);
@@ -170,10 +169,15 @@ describe('QueryLog', () => {
     expect(log.get(2)).toBeUndefined();
   });
 
-  it('batches new entries to watchers every flushMs, only while someone watches, counting what a burst overwrote', () => {
-    vi.useFakeTimers();
+  it('batches new entries to watchers every flushMs, only while someone watches, counting what a burst overwrote', async () => {
+    const clock = new ManualClock();
     const skipped: Array<[SkipReason, number]> = [];
-    const log = new QueryLog({ size: 2, flushMs: 100, onSkipped: (reason, n) => skipped.push([reason, n]) });
+    const log = new QueryLog({
+      size: 2,
+      flushMs: 100,
+      clock,
+      onSkipped: (reason, n) => skipped.push([reason, n]),
+    });
     const { msg, q } = query('x.cluster1');
     const record = () =>
       log.record(
@@ -190,27 +194,27 @@ describe('QueryLog', () => {
         -1,
       );
     record();
-    expect(vi.getTimerCount()).toBe(0);
+    expect(clock.waiting).toBe(0);
     const batches: number[][] = [];
     const stop = log.subscribe((batch) => batches.push(batch.map((e) => e.seq)));
     expect(log.watchers).toBe(1);
     record();
     record();
     expect(batches).toEqual([]);
-    vi.advanceTimersByTime(100);
+    await clock.advance(100);
     expect(batches).toEqual([[2, 3]]);
     for (let i = 0; i < 5; i++) record(); // 4..8, of which the ring keeps 7 and 8
-    vi.advanceTimersByTime(100);
+    await clock.advance(100);
     expect(batches).toEqual([
       [2, 3],
       [7, 8],
     ]);
     expect(skipped).toEqual([['overwritten', 3]]);
-    vi.advanceTimersByTime(1000);
+    await clock.advance(1000);
     expect(batches).toHaveLength(2);
     stop();
     record();
-    expect([log.watchers, vi.getTimerCount()]).toEqual([0, 0]);
+    expect([log.watchers, clock.waiting]).toEqual([0, 0]);
   });
 
   it("names versions after its instance, and starts a watch after its own, from everything without one, from now after another's", () => {

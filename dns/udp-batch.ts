@@ -1,6 +1,6 @@
 // The batched UDP socket (dns/native/udp-batch.c) as the DNS server sees it, or undefined when it was
 // not built here (the server then uses dgram). Peers are opaque: a sockaddr handed back to send().
-import { createRequire } from 'node:module';
+import { nativeAddon } from '../net/native-addon.js';
 
 export interface UdpBatchModule {
   /**
@@ -21,21 +21,7 @@ export interface UdpBatchModule {
   close(handle: object): void;
 }
 
-let loaded: UdpBatchModule | null | undefined;
-
-/** The compiled module, from the sources (dns/) or from dist/dns/. */
+/** The compiled module, or undefined where it was not built (the server then uses dgram). */
 export function udpBatch(): UdpBatchModule | undefined {
-  if (loaded === undefined) {
-    const require = createRequire(import.meta.url);
-    loaded = null;
-    for (const candidate of ['../build/udp-batch.node', '../../build/udp-batch.node']) {
-      try {
-        loaded = require(candidate) as UdpBatchModule;
-        break;
-      } catch {
-        // not built, or built for another platform: try the next place, then fall back to dgram
-      }
-    }
-  }
-  return loaded ?? undefined;
+  return nativeAddon<UdpBatchModule>('udp-batch');
 }

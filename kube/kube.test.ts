@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseFlags } from '../flags/flags.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
@@ -12,6 +12,7 @@ import { KubeMetrics } from './metrics.js';
 import { kubeFlags, validateKubeOptions } from './options.js';
 import { followRuleIdentifiers } from './reregister.js';
 import { hashedServiceHost } from '../rules/naming.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 
 const log = pino({ level: 'silent' });
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.local' };
@@ -116,50 +117,47 @@ describe('flags', () => {
 });
 
 describe('re-registration', () => {
-  it('sends the rule names once for a burst of rule changes, a group per rule, leaving out --agent-identifiers names', () => {
-    vi.useFakeTimers();
-    try {
-      const rules = (expose: string[]) => {
-        const r = parseRules({ naming, expose });
-        if (!r.ok) throw new Error();
-        return r.value;
-      };
-      const holder = new RuleHolder(rules([]));
-      const sent: string[][] = [];
-      const stop = followRuleIdentifiers({
-        holder,
-        clients: { setIdentifierGroups: (g) => void sent.push([...g]) },
-        extra: 'default-route=true&host=d.c.cluster1',
-        debounceMs: 100,
-        log,
-      });
-      holder.replace(rules(['a/b']));
-      vi.advanceTimersByTime(50);
-      holder.replace(rules(['a/b', 'c/d']));
-      vi.advanceTimersByTime(99);
-      expect(sent).toEqual([]);
-      vi.advanceTimersByTime(1);
-      // b.a has its stream; d.c is one of the agent's own (--agent-identifiers), only its hashed name is a rule's
-      expect(sent).toEqual([
-        [
-          `host=b.a.cluster1&host=${hashedServiceHost('cluster1', 'a', 'b')}`,
-          `host=${hashedServiceHost('cluster1', 'c', 'd')}`,
-        ],
-      ]);
-      // the same names again: nothing to do
-      holder.replace(rules(['c/d', 'a/b']));
-      vi.advanceTimersByTime(200);
-      expect(sent).toHaveLength(1);
-      // a steady trickle still goes out
-      for (let i = 0; i < 10; i++) {
-        holder.replace(rules([`n${i}/s`]));
-        vi.advanceTimersByTime(60);
-      }
-      expect(sent.length).toBeGreaterThanOrEqual(2);
-      stop();
-    } finally {
-      vi.useRealTimers();
+  it('sends the rule names once for a burst of rule changes, a group per rule, leaving out --agent-identifiers names', async () => {
+    const clock = new ManualClock();
+    const rules = (expose: string[]) => {
+      const r = parseRules({ naming, expose });
+      if (!r.ok) throw new Error();
+      return r.value;
+    };
+    const holder = new RuleHolder(rules([]));
+    const sent: string[][] = [];
+    const stop = followRuleIdentifiers({
+      holder,
+      clients: { setIdentifierGroups: (g) => void sent.push([...g]) },
+      extra: 'default-route=true&host=d.c.cluster1',
+      debounceMs: 100,
+      clock,
+      log,
+    });
+    holder.replace(rules(['a/b']));
+    await clock.advance(50);
+    holder.replace(rules(['a/b', 'c/d']));
+    await clock.advance(99);
+    expect(sent).toEqual([]);
+    await clock.advance(1);
+    // b.a has its stream; d.c is one of the agent's own (--agent-identifiers), only its hashed name is a rule's
+    expect(sent).toEqual([
+      [
+        `host=b.a.cluster1&host=${hashedServiceHost('cluster1', 'a', 'b')}`,
+        `host=${hashedServiceHost('cluster1', 'c', 'd')}`,
+      ],
+    ]);
+    // the same names again: nothing to do
+    holder.replace(rules(['c/d', 'a/b']));
+    await clock.advance(200);
+    expect(sent).toHaveLength(1);
+    // a steady trickle still goes out
+    for (let i = 0; i < 10; i++) {
+      holder.replace(rules([`n${i}/s`]));
+      await clock.advance(60);
     }
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+    stop();
   });
 });
 

@@ -6,6 +6,7 @@
 // rather than slowing the writer down. How a change is stored, and decoded when someone reads it,
 // is the log's own (decode).
 import { randomBytes } from 'node:crypto';
+import { type Clock, systemClock } from '../clock/clock.js';
 
 export type SkipReason = 'overwritten' | 'slow';
 
@@ -22,6 +23,8 @@ export interface LiveLogOptions {
   /** How many changes the ring holds; at least 1 (0, "off", is no log at all). */
   size: number;
   flushMs?: number;
+  /** What the batch timer waits on (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
   /** Changes a watcher did not get: overwritten before a batch went out, or its connection was full. */
   onSkipped?: (reason: SkipReason, count: number) => void;
 }
@@ -36,8 +39,10 @@ export abstract class LiveLog<E extends LiveEntry> {
   private readonly listeners = new Set<(batch: E[]) => void>();
   /** Changes below this were handed to the listeners (or recorded while there were none). */
   private flushed = 1;
-  private timer?: NodeJS.Timeout;
+  /** Cancels the pending batch; set while one is due. */
+  private timer?: () => void;
   private readonly flushMs: number;
+  private readonly clock: Clock;
 
   constructor(
     private readonly opts: LiveLogOptions,
@@ -46,6 +51,7 @@ export abstract class LiveLog<E extends LiveEntry> {
     if (!(opts.size >= 1)) throw new Error(`${what} size must be at least 1, got ${opts.size}`);
     this.capacity = opts.size;
     this.flushMs = opts.flushMs ?? 100;
+    this.clock = opts.clock ?? systemClock;
   }
 
   /** The change with this seq, from its slot ((seq - 1) % capacity); called only for a seq held. */
@@ -64,7 +70,7 @@ export abstract class LiveLog<E extends LiveEntry> {
   /** A change was written in `slot`: numbers it, and wakes the watchers' timer. */
   protected advance(): void {
     this.nextSeq++;
-    if (this.listeners.size !== 0 && this.timer === undefined) this.timer = setTimeout(this.flush, this.flushMs);
+    if (this.listeners.size !== 0 && this.timer === undefined) this.timer = this.clock.after(this.flushMs, this.flush);
   }
 
   /** How a watch event names a change (a log of objects that change says MODIFIED for later states). */
@@ -132,7 +138,7 @@ export abstract class LiveLog<E extends LiveEntry> {
     return () => {
       this.listeners.delete(listener);
       if (this.listeners.size === 0) {
-        clearTimeout(this.timer);
+        this.timer?.();
         this.timer = undefined;
       }
     };

@@ -7,7 +7,7 @@
 // packet at all while the connection carries traffic. Node has no call for TCP_USER_TIMEOUT; the
 // helper net/native/tcp-user-timeout.c sets it, and without that helper keepalive probes alone find a
 // dead idle connection, ten unanswered probes later.
-import { createRequire } from 'node:module';
+import { nativeAddon } from './native-addon.js';
 import type net from 'node:net';
 
 export interface TcpFaultDetection {
@@ -21,24 +21,7 @@ interface UserTimeoutModule {
   setUserTimeout(fd: number, ms: number): void;
 }
 
-let loaded: UserTimeoutModule | null | undefined;
-
-function userTimeoutModule(): UserTimeoutModule | undefined {
-  if (loaded === undefined) {
-    const require = createRequire(import.meta.url);
-    loaded = null;
-    // From the sources (net/) or from dist/net/.
-    for (const candidate of ['../build/tcp-user-timeout.node', '../../build/tcp-user-timeout.node']) {
-      try {
-        loaded = require(candidate) as UserTimeoutModule;
-        break;
-      } catch {
-        // not built here: try the next place, then do without
-      }
-    }
-  }
-  return loaded ?? undefined;
-}
+const userTimeoutModule = () => nativeAddon<UserTimeoutModule>('tcp-user-timeout');
 
 /** Why TCP_USER_TIMEOUT cannot be set here, or undefined when it can. */
 export function userTimeoutUnavailable(): string | undefined {

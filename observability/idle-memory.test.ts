@@ -10,14 +10,10 @@ import { releaseMemoryWhenIdle } from './idle-memory.js';
 const script = `
 import { getHeapSpaceStatistics } from 'node:v8';
 import { releaseMemoryWhenIdle } from ${JSON.stringify(join(repoRoot, 'observability/idle-memory.ts'))};
+import { waitUntilAsync } from ${JSON.stringify(join(repoRoot, 'test/support/wait.ts'))};
 const young = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
-const shrunk = async (what) => {
-  const deadline = performance.now() + 20_000;
-  while (young() > 1 << 20) {
-    if (performance.now() > deadline) throw new Error('the young generation not shrunk ' + what);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
+const shrunk = (what) =>
+  waitUntilAsync(async () => young() <= 1 << 20, 20_000, 'the young generation to shrink ' + what, 50);
 releaseMemoryWhenIdle({ windowMs: 200 });
 await shrunk('after start'); // the start-up collection
 // A burst that keeps objects alive across scavenges, so V8 grows the young generation.

@@ -142,22 +142,24 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     await agent.waitFor(/aggregated API listening/, 30_000);
     dnsPort = Number((await agent.waitFor(/"port":(\d+)[^\n]*DNS server listening/))[1]);
     // The aggregator checks availability about every 30 s, sooner after a change to the APIService.
-    const deadline = Date.now() + 90_000;
-    for (;;) {
-      const r = await kube.kubectl('admin', [
-        'get',
-        'apiservice',
-        apiServiceName,
-        '-o',
-        'jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}',
-      ]);
-      if (r.stdout.startsWith('True')) break;
-      if (Date.now() > deadline)
-        throw new Error(
-          `APIService not Available within 90 s: ${r.stdout} ${r.stderr}\nagent:\n${agent.stdout().slice(-2000)}`,
-        );
-      await new Promise((res) => setTimeout(res, 500));
-    }
+    const started = agent;
+    let last = '';
+    await waitUntilAsync(
+      async () => {
+        const r = await kube.kubectl('admin', [
+          'get',
+          'apiservice',
+          apiServiceName,
+          '-o',
+          'jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}',
+        ]);
+        last = `${r.stdout} ${r.stderr}`;
+        return r.stdout.startsWith('True');
+      },
+      90_000,
+      () => `the APIService to be Available: ${last}\nagent:\n${started.stdout().slice(-2000)}`,
+      500,
+    );
   }, 180_000);
 
   afterAll(async () => {

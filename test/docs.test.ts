@@ -1,8 +1,9 @@
 // The documentation stays true: the generated tables of the component READMEs match the code
-// (`npm run docs`), every metric the agent registers is in some component's table, every README's
+// (`npm run docs`), every metric the agent registers is in some component's table, every source file
+// has a line in its folder README's table of files (and every file tabled exists), every README's
 // local links resolve, and the front door stays a front door.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { components, generated } from '../cmd/docs.js';
@@ -44,6 +45,64 @@ describe('component READMEs', () => {
     });
     expect(names.length).toBeGreaterThan(40);
     expect(new Set(names).size).toBe(names.length);
+  });
+});
+
+/** Every .ts file of `dir` and below that is not a test, from the repository's root. */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(repoRoot, dir), { withFileTypes: true }).flatMap((e) => {
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory()) return ['node_modules', 'results'].includes(e.name) ? [] : sourceFiles(path);
+    return e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') ? [path] : [];
+  });
+}
+
+/** The folders of the repository's root that hold code. */
+const codeFolders = readdirSync(repoRoot, { withFileTypes: true })
+  .filter((e) => e.isDirectory() && !e.name.startsWith('.') && !['node_modules', 'dist', 'build'].includes(e.name))
+  .map((e) => e.name)
+  .filter((name) => sourceFiles(name).length > 0);
+
+/** The README that is `file`'s contract: the nearest one up from its folder. */
+function readmeOf(file: string): string {
+  for (let dir = dirname(file); dir !== '.'; dir = dirname(dir))
+    if (existsSync(join(repoRoot, dir, 'README.md'))) return `${dir}/README.md`;
+  throw new Error(`no README.md above ${file}`);
+}
+
+/**
+ * The `.ts` paths a README's table rows name in a cell before their last (the last says what they
+ * hold), relative to its folder.
+ */
+function filesTabled(readme: string): string[] {
+  return read(readme)
+    .split('\n')
+    .filter((line) => line.startsWith('|'))
+    .flatMap((line) =>
+      line
+        .split('|')
+        .slice(1, -2)
+        .flatMap((cell) => [...cell.matchAll(/`([\w./-]+\.ts)`/g)].map((m) => m[1]!)),
+    );
+}
+
+describe('file tables', () => {
+  it.each(codeFolders)("%s: every source file has a line in its README's table of files", (folder) => {
+    const missing = sourceFiles(folder).filter((file) => {
+      const readme = readmeOf(file);
+      return !filesTabled(readme).includes(relative(dirname(readme), file));
+    });
+    expect(missing, 'a row `| `file.ts` | what it holds |` in the README of its folder').toEqual([]);
+  });
+
+  it.each(codeFolders)('%s: every file its README tables exists', (folder) => {
+    const readmes = [...new Set(sourceFiles(folder).map(readmeOf))];
+    for (const readme of readmes)
+      for (const file of filesTabled(readme))
+        expect(
+          existsSync(join(repoRoot, dirname(readme), file)) || existsSync(join(repoRoot, file)),
+          `${readme} -> ${file}`,
+        ).toBe(true);
   });
 });
 

@@ -9,6 +9,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hasCommand, runToEnd, type Result } from './commands.js';
 import { referenceCacheDir } from './reference-bins.js';
+import { waitUntilAsync } from './wait.js';
 
 /** The Debian packages the image tests need (.ci/run installs them). */
 const enginePackages = ['buildah', 'podman', 'runc', 'debootstrap'] as const;
@@ -89,25 +90,30 @@ export async function engineOk(
 export async function withCacheLock<T>(name: string, timeoutMs: number, fn: () => Promise<T>): Promise<T> {
   mkdirSync(imagesCacheDir, { recursive: true });
   const lock = join(imagesCacheDir, `${name}.lock`);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  let holder = 0;
+  const take = (): boolean => {
     try {
       mkdirSync(lock);
       writeFileSync(join(lock, 'pid'), String(process.pid));
-      break;
+      return true;
     } catch {
-      let holder = 0;
+      holder = 0;
       try {
         holder = Number(readFileSync(join(lock, 'pid'), 'utf8'));
       } catch {
         // being created or removed: look again
       }
-      if (holder > 0 && !alive(holder)) rmSync(lock, { recursive: true, force: true });
-      else if (Date.now() > deadline)
-        throw new Error(`timed out after ${timeoutMs} ms waiting for ${lock} (held by pid ${holder})`);
-      else await new Promise((r) => setTimeout(r, 500));
+      if (!(holder > 0 && !alive(holder))) return false;
+      rmSync(lock, { recursive: true, force: true });
+      return take();
     }
-  }
+  };
+  await waitUntilAsync(
+    async () => take(),
+    timeoutMs,
+    () => `${lock} (held by pid ${holder})`,
+    500,
+  );
   try {
     return await fn();
   } finally {

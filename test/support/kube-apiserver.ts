@@ -16,6 +16,7 @@ import { runToEnd } from './commands.js';
 import { run, terminate, type Child } from './processes.js';
 import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
 import { unusedPort } from './targets.js';
+import { waitUntilAsync } from './wait.js';
 
 const binaries = ['kube-apiserver', 'etcd'];
 const kubeBinDir = referenceBinDir('KUBE_BIN_DIR', 'kube', binaries);
@@ -168,16 +169,20 @@ export async function startKubeApiServer(at: { host?: string; port?: number } = 
       `--audit-policy-file=${file('audit-policy.yaml', auditPolicy)}`,
       `--audit-log-path=${join(dir, 'audit.log')}`,
     ]);
-    const deadline = Date.now() + 60_000;
-    while ((await get(`${url}/readyz`, servingCa.cert, users.admin![0])) !== 200) {
-      if (Date.now() > deadline)
-        throw new Error(`kube-apiserver not ready within 60 s:\n${apiserver.stderr().slice(-3000)}`);
-      const exited = await Promise.race([
-        apiserver.exited.then(() => true),
-        new Promise<false>((r) => setTimeout(() => r(false), 250)),
-      ]);
-      if (exited) throw new Error(`kube-apiserver exited:\n${apiserver.stderr().slice(-3000)}`);
-    }
+    const server = apiserver;
+    let exited = false;
+    void server.exited.then(() => {
+      exited = true;
+    });
+    await waitUntilAsync(
+      async () => {
+        if (exited) throw new Error(`kube-apiserver exited:\n${server.stderr().slice(-3000)}`);
+        return (await get(`${url}/readyz`, servingCa.cert, users.admin![0])) === 200;
+      },
+      60_000,
+      () => `kube-apiserver to be ready:\n${server.stderr().slice(-3000)}`,
+      250,
+    );
   } catch (err) {
     await close();
     throw err;

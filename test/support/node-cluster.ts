@@ -42,7 +42,7 @@ import { engineProblem } from './containers.js';
 import { anpV036BinDir } from './go-proxy-server.js';
 import { run, type Child } from './processes.js';
 import { missingBinariesNote, referenceBinDir } from './reference-bins.js';
-import { waitUntilAsync } from './wait.js';
+import { waitUntil, waitUntilAsync } from './wait.js';
 
 /** A node: its name, its address (on the link between the nodes' namespaces) and its pods' subnet. */
 export interface ClusterNode {
@@ -165,11 +165,10 @@ const pidsIn = (path: string) =>
 
 /** Kills every process in the tree, then removes it. */
 async function destroyCgroup(path: string): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (let signal: NodeJS.Signals = 'SIGTERM'; ; signal = 'SIGKILL') {
-    const pids = [...new Set(pidsIn(path))];
-    if (pids.length === 0) break;
-    if (Date.now() > deadline) throw new Error(`processes ${pids.join(' ')} in ${path} survive SIGKILL`);
+  let pids: number[] = [];
+  /** True once no process is left; else sends the rest `signal`. */
+  const goneOr = (signal: NodeJS.Signals): boolean => {
+    pids = [...new Set(pidsIn(path))];
     for (const pid of pids) {
       try {
         process.kill(pid, signal);
@@ -177,7 +176,18 @@ async function destroyCgroup(path: string): Promise<void> {
         // gone already
       }
     }
-    await new Promise((r) => setTimeout(r, signal === 'SIGTERM' ? 1000 : 100));
+    return pids.length === 0;
+  };
+  // SIGTERM once, a second for it to work, then SIGKILL to whatever is left until none is.
+  if (!goneOr('SIGTERM')) {
+    const terminated = () => pidsIn(path).length === 0;
+    await waitUntil(terminated, 1000, 'SIGTERM').catch(() => {});
+    await waitUntilAsync(
+      async () => goneOr('SIGKILL'),
+      29_000,
+      () => `processes ${pids.join(' ')} in ${path} to die of SIGKILL`,
+      100,
+    );
   }
   for (const dir of cgroupDirs(path)) {
     try {
@@ -195,30 +205,32 @@ async function destroyCgroup(path: string): Promise<void> {
  */
 async function takeClusterSlot(state: State): Promise<void> {
   mkdirSync(join(stateFile, '..'), { recursive: true });
-  const deadline = Date.now() + 30 * 60_000;
-  for (;;) {
+  let held: State | undefined;
+  const take = async (): Promise<boolean> => {
     try {
       writeFileSync(stateFile, JSON.stringify(state), { flag: 'wx' });
-      return;
+      return true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    let held: State | undefined;
+    held = undefined;
     try {
       held = JSON.parse(readFileSync(stateFile, 'utf8')) as State;
     } catch {
       // written or removed just now: look again
     }
-    if (held && !isAlive(held.owner)) {
-      await destroyCgroup(held.cgroup);
-      rmSync(held.dir, { recursive: true, force: true });
-      rmSync(stateFile, { force: true });
-      continue;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`another node suite (pid ${held?.owner}) still runs a cluster on this machine (${stateFile})`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+    if (!held || isAlive(held.owner)) return false;
+    await destroyCgroup(held.cgroup);
+    rmSync(held.dir, { recursive: true, force: true });
+    rmSync(stateFile, { force: true });
+    return take();
+  };
+  await waitUntilAsync(
+    take,
+    30 * 60_000,
+    () => `another node suite (pid ${held?.owner}) to end its cluster on this machine (${stateFile})`,
+    1000,
+  );
 }
 
 function isAlive(pid: number): boolean {
