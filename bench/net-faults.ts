@@ -251,6 +251,17 @@ export async function runNetFaults(report: Report): Promise<void> {
     );
   const kinds: AgentKind[] = ['ours', 'go'];
   const flagsNote = `ours with ${ourFaultFlags.length ? ourFaultFlags.join(' ') : 'its default flags'}`;
+  /** A figure of ours against the Go agent's in the same run. */
+  const vsGo = (metric: string, unit: string, ours: number, go: number, target?: { text: string; met: boolean }) =>
+    report.add({
+      section,
+      metric,
+      subject: flagsNote,
+      value: ours,
+      unit,
+      baseline: { subject: 'Go v0.36 agent', value: go },
+      target,
+    });
   try {
     // 1. silent loss
     const cases = [
@@ -267,25 +278,21 @@ export async function runNetFaults(report: Report): Promise<void> {
           line(c.name, kind, t);
         }
       const m = (kind: AgentKind, k: 'hubReached' | 'reconnected') => median(got[kind].map((t) => s(t[k])));
-      report.add({
-        section,
-        metric: `${c.name}: fault -> agent holds a new connection, median of ${runs}`,
-        subject: flagsNote,
-        value: m('ours', 'reconnected'),
-        unit: 's',
-        baseline: { subject: 'Go v0.36 agent', value: m('go', 'reconnected') },
-      });
+      vsGo(
+        `${c.name}: fault -> agent holds a new connection, median of ${runs}`,
+        's',
+        m('ours', 'reconnected'),
+        m('go', 'reconnected'),
+      );
       const worst = Math.max(...got.ours.map((t) => s(t.hubReached)));
       const goBest = Math.min(...got.go.map((t) => s(t.hubReached)));
-      report.add({
-        section,
-        metric: `${c.name}: fault -> the hub's next successful fetch, median of ${runs} (ours worst ${fmt(worst)})`,
-        subject: flagsNote,
-        value: m('ours', 'hubReached'),
-        unit: 's',
-        baseline: { subject: 'Go v0.36 agent', value: m('go', 'hubReached') },
-        target: { text: "every run within half the Go agent's best (~11 s)", met: worst <= Math.min(11, goBest / 2) },
-      });
+      vsGo(
+        `${c.name}: fault -> the hub's next successful fetch, median of ${runs} (ours worst ${fmt(worst)})`,
+        's',
+        m('ours', 'hubReached'),
+        m('go', 'hubReached'),
+        { text: "every run within half the Go agent's best (~11 s)", met: worst <= Math.min(11, goBest / 2) },
+      );
     }
     // 2. blackhole, then heal
     if (want('blackhole')) {
@@ -294,23 +301,14 @@ export async function runNetFaults(report: Report): Promise<void> {
         bh[kind] = await blackhole(lab, kind);
         line('blackhole 60 s (noticed, server dropped: from the fault; the rest from the heal)', kind, bh[kind]!);
       }
-      report.add({
-        section,
-        metric: "blackhole 60 s: heal -> the hub's next successful fetch",
-        subject: flagsNote,
-        value: s(bh.ours!.hubReached),
-        unit: 's',
-        baseline: { subject: 'Go v0.36 agent', value: s(bh.go!.hubReached) },
-        target: { text: 'no longer than the Go agent', met: s(bh.ours!.hubReached) <= s(bh.go!.hubReached) },
-      });
-      report.add({
-        section,
-        metric: 'blackhole 60 s: SYNs sent to the agent port during it',
-        subject: flagsNote,
-        value: bh.ours!.syns,
-        unit: 'SYNs',
-        baseline: { subject: 'Go v0.36 agent', value: bh.go!.syns },
-      });
+      vsGo(
+        "blackhole 60 s: heal -> the hub's next successful fetch",
+        's',
+        s(bh.ours!.hubReached),
+        s(bh.go!.hubReached),
+        { text: 'no longer than the Go agent', met: s(bh.ours!.hubReached) <= s(bh.go!.hubReached) },
+      );
+      vsGo('blackhole 60 s: SYNs sent to the agent port during it', 'SYNs', bh.ours!.syns, bh.go!.syns);
     }
     // 3. lossy link
     if (want('lossy')) {
@@ -322,35 +320,17 @@ export async function runNetFaults(report: Report): Promise<void> {
           `| 10 % loss 60 s | ${kind} | 64 MiB at ${fmt(l.mibPerS)} MiB/s${l.downloadOk ? '' : ' (failed)'}, ${l.dialsOk}/50 dials | reconnects ${l.reconnects} | SYNs ${l.syns} | | | |`,
         );
       }
-      report.add({
-        section,
-        metric: '10 % loss both ways: 64 MiB download through the hub',
-        subject: flagsNote,
-        value: lo.ours!.mibPerS,
-        unit: 'MiB/s',
-        baseline: { subject: 'Go v0.36 agent', value: lo.go!.mibPerS },
-        target: {
-          text: "at least the Go agent's, completed",
-          met: lo.ours!.downloadOk && lo.ours!.mibPerS >= lo.go!.mibPerS,
-        },
+      vsGo('10 % loss both ways: 64 MiB download through the hub', 'MiB/s', lo.ours!.mibPerS, lo.go!.mibPerS, {
+        text: "at least the Go agent's, completed",
+        met: lo.ours!.downloadOk && lo.ours!.mibPerS >= lo.go!.mibPerS,
       });
-      report.add({
-        section,
-        metric: '10 % loss both ways: small dials that succeeded, of 50',
-        subject: flagsNote,
-        value: lo.ours!.dialsOk,
-        unit: 'dials',
-        baseline: { subject: 'Go v0.36 agent', value: lo.go!.dialsOk },
-        target: { text: '50 of 50', met: lo.ours!.dialsOk === 50 },
+      vsGo('10 % loss both ways: small dials that succeeded, of 50', 'dials', lo.ours!.dialsOk, lo.go!.dialsOk, {
+        text: '50 of 50',
+        met: lo.ours!.dialsOk === 50,
       });
-      report.add({
-        section,
-        metric: '10 % loss both ways for 60 s: reconnects',
-        subject: flagsNote,
-        value: lo.ours!.reconnects,
-        unit: 'reconnects',
-        baseline: { subject: 'Go v0.36 agent', value: lo.go!.reconnects },
-        target: { text: 'no more than the Go agent', met: lo.ours!.reconnects <= lo.go!.reconnects },
+      vsGo('10 % loss both ways for 60 s: reconnects', 'reconnects', lo.ours!.reconnects, lo.go!.reconnects, {
+        text: 'no more than the Go agent',
+        met: lo.ours!.reconnects <= lo.go!.reconnects,
       });
     }
     // 4. the hub moves
@@ -360,23 +340,14 @@ export async function runNetFaults(report: Report): Promise<void> {
         mv[kind] = await moved(lab, kind);
         line('hub moved (name re-pointed, old address blackholed)', kind, mv[kind]!);
       }
-      report.add({
-        section,
-        metric: 'hub moved: fault -> agent holds the hub at the new address',
-        subject: flagsNote,
-        value: s(mv.ours!.reconnected),
-        unit: 's',
-        baseline: { subject: 'Go v0.36 agent', value: s(mv.go!.reconnected) },
-        target: { text: 'within the silent-loss time (~11 s)', met: s(mv.ours!.reconnected) <= 11 },
-      });
-      report.add({
-        section,
-        metric: "hub moved: fault -> the hub's next successful fetch",
-        subject: flagsNote,
-        value: s(mv.ours!.hubReached),
-        unit: 's',
-        baseline: { subject: 'Go v0.36 agent', value: s(mv.go!.hubReached) },
-      });
+      vsGo(
+        'hub moved: fault -> agent holds the hub at the new address',
+        's',
+        s(mv.ours!.reconnected),
+        s(mv.go!.reconnected),
+        { text: 'within the silent-loss time (~11 s)', met: s(mv.ours!.reconnected) <= 11 },
+      );
+      vsGo("hub moved: fault -> the hub's next successful fetch", 's', s(mv.ours!.hubReached), s(mv.go!.hubReached));
     }
   } finally {
     console.log(`\n${table.join('\n')}\n(seconds from the fault unless said; >${capS}: not within the run's limit)`);
