@@ -194,7 +194,9 @@ export class Registration {
       ]);
       nap.cancel();
     }
-    this.close(reason, true);
+    // The server ends its side after it has stopped routing here; a server slow to do so (a loaded
+    // hub) gets the rest of the retirement's time, so the streams still end in the order they retire.
+    this.close(reason, true, Math.max(5000, deadline - clock.now()));
     await this.streamEnded;
   }
 
@@ -206,7 +208,7 @@ export class Registration {
    * Ends the stream. `graceful` half-closes it so packets already written (a DRAIN, a last
    * CLOSE_RSP) reach the server first; the server then ends its side, or we reset after a grace.
    */
-  close(reason: string, graceful = false): void {
+  close(reason: string, graceful = false, graceMs = 5000): void {
     if (this.closed) return;
     this.closed = true;
     this.table.abortAll();
@@ -214,7 +216,7 @@ export class Registration {
     const { stream } = this;
     if (stream && graceful) {
       stream.end();
-      this.cancelGrace = this.opts.clock.after(5000, () => stream.cancel());
+      this.cancelGrace = this.opts.clock.after(graceMs, () => stream.cancel());
     } else if (stream) stream.cancel();
     else this.endStream();
     this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');

@@ -183,6 +183,8 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
           /"reason":"no --dns-upstream and \/etc\/resolv.conf is unreadable: ENOENT[^"]*".*"msg":"no DNS upstream: forwarding is off/,
         );
         expect(agent.stdout()).toMatch(/"udp":"batched".*"forward":false.*"msg":"DNS server listening/);
+        // The TCP_USER_TIMEOUT helper loads in the runtime image (else the agent warns at start).
+        expect(agent.stdout()).not.toMatch(/--tcp-user-timeout is not in force/);
         const reply = await new Promise<string>((resolve, reject) => {
           http
             .request({ host: '127.0.0.1', port: hub.ports.httpConnect, method: 'CONNECT', path: echo.address })
