@@ -55,12 +55,12 @@ export class AgentSession {
   /** Why the connection went, once known. */
   private status?: StreamStatus;
   private cause?: LossCause;
-  /** What of `tcp` could not be applied to the socket (logged by the caller). */
-  tcpProblem?: string;
 
   private constructor(
     private readonly session: http2.ClientHttp2Session,
     private readonly opts: AgentSessionOptions,
+    /** What of `tcp` could not be applied to the socket (logged by the caller). */
+    readonly tcpProblem: string | undefined,
   ) {
     session.on('error', (err: Error) => {
       this.cause ??= causeOf(err);
@@ -114,9 +114,7 @@ export class AgentSession {
           session.once('remoteSettings', () => {
             if (!session.destroyed) session.setLocalWindowSize(opts.windowBytes);
           });
-          const agentSession = new AgentSession(session, opts);
-          agentSession.tcpProblem = tcpProblem;
-          resolve(agentSession);
+          resolve(new AgentSession(session, opts, tcpProblem));
         }, fail);
       });
     });

@@ -12,34 +12,37 @@ function gatewaySocket(gateway: string, address: string): net.Socket {
   return s;
 }
 
-/** GET `path` on `address` inside the namespace: the status code, or 0 when it fails or takes over `timeoutMs`. */
-export function statusOf(gateway: string, address: string, path: string, timeoutMs = 5000): Promise<number> {
+/** GET `path` on `address` inside the namespace: its status and body, or undefined when it fails or takes over `timeoutMs`. */
+function get(
+  gateway: string,
+  address: string,
+  path: string,
+  timeoutMs: number,
+): Promise<{ status: number; body: string } | undefined> {
   return new Promise((resolve) => {
     const req = http.get(
       { createConnection: () => gatewaySocket(gateway, address), path, timeout: timeoutMs },
       (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-        res.on('error', () => resolve(0));
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('error', () => resolve(undefined));
       },
     );
     req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(0));
+    req.on('error', () => resolve(undefined));
   });
 }
 
-/** GET `path` on `address` inside the namespace: the body, or undefined. */
-export function textOf(gateway: string, address: string, path: string): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const req = http.get({ createConnection: () => gatewaySocket(gateway, address), path, timeout: 5000 }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve(res.statusCode === 200 ? body : undefined));
-      res.on('error', () => resolve(undefined));
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(undefined));
-  });
+/** GET `path` on `address` inside the namespace: the status code, or 0 when it fails or takes over `timeoutMs`. */
+export async function statusOf(gateway: string, address: string, path: string, timeoutMs = 5000): Promise<number> {
+  return (await get(gateway, address, path, timeoutMs))?.status ?? 0;
+}
+
+/** GET `path` on `address` inside the namespace: the body of a 200, or undefined. */
+export async function textOf(gateway: string, address: string, path: string): Promise<string | undefined> {
+  const got = await get(gateway, address, path, 5000);
+  return got?.status === 200 ? got.body : undefined;
 }
 
 export interface HubClientOptions {
