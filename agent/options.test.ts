@@ -30,4 +30,16 @@ describe('agent flags', () => {
     expect(validateAgentOptions({ ...ok, syncInterval: 20_000 })).toMatch(/sync interval/);
     expect(parseFlags(agentFlags, [], { PROXY_AGENT_ID: 'from-env' }).values.agentID).toBe('from-env');
   });
+  it("take klog's flags as the Go binary does, and refuse klog's log files, which would be lost", () => {
+    const { values } = parseFlags(agentFlags, [
+      '--vmodule=agent=5',
+      '--skip-headers',
+      '--log-file=/var/log/a.log',
+      '-v=2',
+    ]);
+    expect(values.v).toBe(2);
+    expect(() => parseFlags(agentFlags, ['--logtostderr=false'])).toThrow(
+      /"--logtostderr": spoke-agent writes its logs to standard output only/,
+    );
+  });
 });

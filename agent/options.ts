@@ -3,6 +3,7 @@
 // make sense for the Go binary are accepted and ignored rather than rejected.
 import { existsSync } from 'node:fs';
 import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
+import { klogFlags } from '../observability/klog-flags.js';
 import { logFormats, logLevels } from '../observability/log.js';
 import { validateIdentifiers } from '../proto/agent-identifiers.js';
 import { parseLabelSelector } from '../kube/label-selector.js';
@@ -232,10 +233,7 @@ export const agentFlags = {
     'Content type of requests sent to apiserver (spoke-agent reads the few objects it watches as JSON).',
     { ignored: true },
   ),
-  // klog's flags, which the Go binary also takes.
-  v: int('v', 0, 'klog verbosity; 4 or more turns --log-level to debug when --log-level is not given.'),
-  logtostderr: bool('logtostderr', true, 'klog: log to standard error.', { ignored: true }),
-  alsologtostderr: bool('alsologtostderr', false, 'klog: log to standard error as well as files.', { ignored: true }),
+  ...klogFlags,
 } satisfies FlagSet;
 
 export type AgentFlagValues = Values<typeof agentFlags>;
