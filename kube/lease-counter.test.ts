@@ -5,10 +5,12 @@
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { agentFlags } from '../agent/options.js';
+import { parseFlags } from '../flags/flags.js';
 import { FakeApiServer } from '../test/support/fake-apiserver.js';
 import { waitUntil, waitUntilAsync } from '../test/support/wait.js';
 import { kubeApiClient } from './config.js';
-import { countLeases, leaseExpiry, LeaseCounter } from './lease-counter.js';
+import { countLeases, leaseExpiry, LeaseCounter, leaseSelector } from './lease-counter.js';
 
 const log = pino({ level: 'silent' });
 const lease = (renew?: string, acquire?: string, seconds: number | null = 30) => ({
@@ -31,6 +33,20 @@ describe('counting Leases', () => {
     expect(countLeases(leases, now)).toEqual({ count: 2, nextExpiry: now + 15_000 });
     expect(countLeases([], now)).toEqual({ count: 1, nextExpiry: undefined });
     expect(countLeases([lease('2026-12-01T09:59:00Z')], now)).toEqual({ count: 1, nextExpiry: undefined });
+  });
+});
+
+describe("the Leases' selector", () => {
+  it('--lease-label-selector takes the full syntax and is checked at start; --lease-label is its alias', () => {
+    const flags = (...args: string[]) => parseFlags(agentFlags, args).values;
+    expect(leaseSelector(flags('--lease-label-selector=k8s-app in (konnectivity-server),!canary'))).toBe(
+      'k8s-app in (konnectivity-server),!canary',
+    );
+    expect(leaseSelector(flags('--lease-label=app=proxy,tier!=canary'))).toBe('app=proxy,tier!=canary');
+    expect(leaseSelector(flags())).toBe('k8s-app=konnectivity-server');
+    expect(leaseSelector(flags('--lease-label=a=b', '--lease-label-selector=c=d'))).toBe('c=d');
+    expect(() => flags('--lease-label-selector=*notavalidlabel*')).toThrow(/--lease-label-selector.*notavalidlabel/);
+    expect(() => flags('--lease-label=a in (b')).toThrow(/--lease-label.*unbalanced/);
   });
 });
 

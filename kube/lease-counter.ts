@@ -41,6 +41,11 @@ export function countLeases(leases: readonly Lease[], now: number): { count: num
   return { count: Math.max(1, count), nextExpiry };
 }
 
+/** The Leases' label selector: --lease-label-selector when given, else --lease-label (its alias, as in ANP master). */
+export function leaseSelector(o: { leaseLabelSelector: string; leaseLabel: string }): string {
+  return (o.leaseLabelSelector !== '' ? o.leaseLabelSelector : o.leaseLabel).trim();
+}
+
 const goPrefix = 'konnectivity_network_proxy_agent_';
 
 /** The Go agent's lease metrics, with its names and labels (pkg/agent/metrics/metrics.go). */

@@ -14,8 +14,7 @@ import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, liveLogAuthPath, type KubeFlagValues } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
-import { LeaseCounter } from './lease-counter.js';
-import { leaseSelector } from '../agent/options.js';
+import { LeaseCounter, leaseSelector } from './lease-counter.js';
 import { configMapSpec, ResilientWatch } from './watch.js';
 
 export { kubeApiClient } from './config.js';
