@@ -3,12 +3,10 @@
 // a line as changes arrive; each entry carries its name and resourceVersion, to resume a watch after
 // it. `?fieldSelector=` as in the API (selector.ts); a watch starts from now, or after
 // `?resourceVersion=` (a list's). Each route is guarded by its own permission (cmd/agent-command.ts).
-import { isWatch } from '../apiserver/attributes.js';
-import { json } from '../dns/no-rules.js';
-import type { RouteHandler } from '../observability/health-server.js';
+import { json, type RouteHandler } from '../observability/health-server.js';
 import type { ChangeType, LiveEntry, LiveLog } from './live-log.js';
 import { entryFilter, type Fields } from './selector.js';
-import { streamLiveLog } from './stream.js';
+import { isWatch, streamLiveLog } from './stream.js';
 
 /**
  * An entry as /debug shows it: the time in RFC 3339 with milliseconds and its version; for a log of

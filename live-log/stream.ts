@@ -6,6 +6,9 @@
 import type http from 'node:http';
 import type { LiveEntry, LiveLog } from './live-log.js';
 
+/** Whether a GET of a collection is a watch: what is authorized as `watch` is exactly what streams. */
+export const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get('watch') ?? '');
+
 export interface LiveStream<E extends LiveEntry = LiveEntry> {
   log: LiveLog<E>;
   /** Changes after this seq are sent: 0 for everything held, `log.last` for only what comes. */
