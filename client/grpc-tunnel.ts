@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
 import { joinHostPort } from '../net/address.js';
 import { DialError, type DialContext, type DialOptions } from './dial.js';
-import { newRandom } from './random.js';
+import { newRandom } from '../proto/random.js';
 import { ProxyTlsCredentials } from './proxy-tls.js';
 
 /** gRPC refuses messages over 4 MiB by default; smaller ones also keep flow control fine-grained. */

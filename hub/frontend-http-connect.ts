@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/log.js';
 import { PacketType, type Packet } from '../proto/packets.js';
-import { newRandom } from '../client/random.js';
+import { newRandom } from '../proto/random.js';
 import { noAgentAvailable } from './backends.js';
 import { backendDialTimeoutError } from './frontend-grpc.js';
 import type { FrontendLink, Switchboard, Tunnel } from './switchboard.js';
