@@ -24,7 +24,7 @@ import { followRuleIdentifiers } from '../kube/reregister.js';
 import type { Guards } from '../kube/sources.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
-import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
+import { releaseMemoryWhenIdle } from '../memory/idle-memory.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { identifierHosts } from '../proto/agent-identifiers.js';
@@ -33,7 +33,7 @@ import { agentIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags } from '../rules/options.js';
 import type { Registry } from 'prom-client';
 import type { RulesAndDns } from './agent-rules.js';
-import { processMemoryLimit } from './container-memory.js';
+import { processMemoryLimit } from '../memory/container-memory.js';
 import type { Demo } from './demo.js';
 import type { LocalHub } from './local-hub.js';
 
@@ -417,7 +417,7 @@ function followKubernetes(
 function startAgent(agent: Agent, hub: Hub, { log, started }: Context): void {
   agent.start();
   started.add(() => agent.stop());
-  // Give back what start-up and bursts of work grew, once the agent is quiet (observability/idle-memory.ts).
+  // Give back what start-up and bursts of work grew, once the agent is quiet (memory/idle-memory.ts).
   started.add(releaseMemoryWhenIdle());
   log.info(
     {
