@@ -19,7 +19,7 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { runCli } from './support/processes.js';
-import { waitUntilAsync } from './support/wait.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are plain JSON, read by path
 type Obj = Record<string, any>;
@@ -138,7 +138,6 @@ async function ask(name: string): Promise<void> {
 /** A watch over TLS: its events, one JSON object a line, as they come. */
 function watchEvents(path: string, as: Call) {
   const events: Obj[] = [];
-  const waiters: Array<() => void> = [];
   let req!: http.ClientRequest;
   const opened = new Promise<void>((resolveOpened, reject) => {
     req = https.request(requestTo(path, as), (res) => {
@@ -151,7 +150,6 @@ function watchEvents(path: string, as: Call) {
           events.push(JSON.parse(text.slice(0, nl)) as Obj);
           text = text.slice(nl + 1);
         }
-        for (const w of waiters.splice(0)) w();
       });
       res.on('end', () => doneResolve());
     });
@@ -163,18 +161,19 @@ function watchEvents(path: string, as: Call) {
   let seen = 0;
   /** The next event (after those already returned) that `wanted` accepts. */
   const next = async (wanted: (e: Obj) => boolean): Promise<Obj> => {
-    const deadline = Date.now() + 20_000; // bounds a failure only
-    for (;;) {
-      while (seen < events.length) {
-        const e = events[seen++]!;
-        if (wanted(e)) return e;
-      }
-      if (Date.now() > deadline) throw new Error(`no such event in ${JSON.stringify(events)}`);
-      await new Promise<void>((r) => {
-        waiters.push(r);
-        setTimeout(r, 100);
-      });
-    }
+    let found: Obj | undefined;
+    await waitUntil(
+      () => {
+        while (found === undefined && seen < events.length) {
+          const e = events[seen++]!;
+          if (wanted(e)) found = e;
+        }
+        return found !== undefined;
+      },
+      20_000,
+      () => `such an event in ${JSON.stringify(events)}`,
+    );
+    return found!;
   };
   return { opened, next, done, close: () => req.destroy() };
 }
