@@ -62,14 +62,14 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const normalized = normalizeName(name);
   const problem = hostNameProblem(normalized, 'name');
   if (problem) throw new Error(problem);
-  const rules = resolver.rules.current;
-  const match = rules.match(normalized);
-  const node = rules.otherNode(normalized);
+  const ruleSet = resolver.rules.current;
+  const match = ruleSet.match(normalized);
+  const node = ruleSet.otherNode(normalized);
   const action = match
     ? 'rule'
     : node !== undefined
       ? 'other-node'
-      : rules.inZone(normalized)
+      : ruleSet.inZone(normalized)
         ? 'nxdomain'
         : resolver.forwarding
           ? 'forward'
