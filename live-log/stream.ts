@@ -47,13 +47,15 @@ export function streamLiveLog<E extends LiveEntry>(res: http.ServerResponse, s: 
   };
   send(s.liveLog.entries(s.after));
   const stop = s.liveLog.subscribe(send);
+  let cancelTimeout = () => {};
   const finish = () => {
     stop();
-    clearTimeout(timer);
+    cancelTimeout();
   };
-  const timer = setTimeout(() => {
+  // The watch's end waits on its log's clock, as the log's batches do.
+  cancelTimeout = s.liveLog.clock.after(s.timeoutMs, () => {
     finish();
     res.end();
-  }, s.timeoutMs);
+  });
   res.on('close', finish);
 }

@@ -19,6 +19,7 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { runCli } from './support/processes.js';
+import { ManualClock } from './support/manual-clock.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are plain JSON, read by path
@@ -721,7 +722,7 @@ describe('dns.spoke-agent.io on its own port', () => {
   });
 
   it('caches reviews as the generic API server does: tokens 10 s, allowed 10 s, denied 10 s; system:masters needs none', async () => {
-    let now = 1_000_000;
+    const clock = new ManualClock();
     const asked = { tokens: 0, access: 0 };
     const reviewer = {
       authenticate: async (token: string) => {
@@ -745,7 +746,7 @@ describe('dns.spoke-agent.io on its own port', () => {
       routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder },
       log,
       registry: new Registry(),
-      now: () => now,
+      clock,
     });
     const { port } = await cached.listen();
     const as = (token: string) =>
@@ -769,10 +770,10 @@ describe('dns.spoke-agent.io on its own port', () => {
     try {
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 2, access: 2 });
-      now += 9_999;
+      await clock.advance(9_999);
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 2, access: 2 });
-      now += 2;
+      await clock.advance(2);
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 4, access: 4 });
       expect(await as('root-token')).toBe(200);
