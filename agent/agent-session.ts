@@ -84,13 +84,12 @@ export class AgentSession {
       const fail = (err: Error) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
+        cancelTimeout();
         socket.destroy();
         reject(err);
       };
-      const timer = setTimeout(
-        () => fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)),
-        opts.timeoutMs,
+      const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
+        fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)),
       );
       const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
       socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
@@ -100,7 +99,7 @@ export class AgentSession {
         opts.secure(socket).then((tls) => {
           if (settled) return void tls.destroy();
           settled = true;
-          clearTimeout(timer);
+          cancelTimeout();
           const session = http2.connect(`https://${opts.target}`, {
             createConnection: () => tls,
             settings: { initialWindowSize: opts.windowBytes, enablePush: false },
@@ -130,10 +129,14 @@ export class AgentSession {
   }
 
   /** Opens one Connect stream and waits for the server's response headers. */
-  async openStream(opts: Omit<ConnectStreamOptions, 'target'>): Promise<ConnectStream> {
+  async openStream(opts: Omit<ConnectStreamOptions, 'target' | 'clock'>): Promise<ConnectStream> {
     if (!this.ready) throw new Error(`the connection to ${this.opts.target} is closed`);
     if (this.goingAway) throw new Error(`${this.opts.target} sent GOAWAY: it takes no new streams on this connection`);
-    const stream = await ConnectStream.open(this.session, { ...opts, target: this.opts.target });
+    const stream = await ConnectStream.open(this.session, {
+      ...opts,
+      target: this.opts.target,
+      clock: this.opts.clock,
+    });
     if (this.closed) {
       stream.cancel();
       throw new Error(`the connection to ${this.opts.target} closed`);
@@ -147,7 +150,7 @@ export class AgentSession {
   end(): void {
     if (this.closed) return;
     this.session.close();
-    setTimeout(() => this.close(), 1000).unref();
+    this.opts.clock.after(1000, () => this.close());
   }
 
   /** Drops the connection and with it every stream. */

@@ -1,7 +1,7 @@
 // The agent-wide bound on bytes waiting to be written to targets (hub -> target), across every
 // connection of every server stream. --max-connection-buffer bounds one connection; without a total,
 // 40 targets that stop reading hold 40 times that and the kernel kills the agent at the container's
-// memory limit, taking every tunnel of the node with it.
+// memory limit, taking every connection through the node's agent with it.
 // Past the total: the connections whose targets stopped reading (nothing accepted for the stall
 // limit), largest first, are closed with an error until the total is back under half the budget.
 // While none qualifies yet, every server stream is paused (no new bytes arrive), until enough has

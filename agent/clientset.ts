@@ -130,7 +130,7 @@ export class ClientSet {
 
   start(): void {
     const { caCert, agentCert, agentKey } = this.opts.credentials;
-    this.credentialWatch = watchCredentialFolders([caCert, agentCert, agentKey], () => this.poke());
+    this.credentialWatch = watchCredentialFolders([caCert, agentCert, agentKey], () => this.poke(), this.clock);
     void this.syncLoop();
   }
 

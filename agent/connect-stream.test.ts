@@ -161,11 +161,18 @@ describe('ConnectStream', () => {
     await expect(connect()).rejects.toThrow(/HTTP status 404/);
   });
 
-  it('gives up on a server that never answers, at the timeout', async () => {
+  it('gives up on a server that never answers, at the timeout on its clock', async () => {
     handler = () => {};
-    await expect(connect({ timeoutMs: 300 })).rejects.toThrow(
-      `no response headers from 127.0.0.1:${port} within 300ms`,
-    );
+    const clock = new ManualClock();
+    let settled = false;
+    const opening = connect({ timeoutMs: 300, clock });
+    opening.catch(() => {}).finally(() => (settled = true));
+    // Connected (the connection's own timeout gone): the wait for the response headers is what is left.
+    await waitUntil(() => clock.nextDue() === 300, 20_000, 'the wait for response headers');
+    await clock.advance(299);
+    expect(settled).toBe(false);
+    await clock.advance(1);
+    await expect(opening).rejects.toThrow(`no response headers from 127.0.0.1:${port} within 300ms`);
   });
 
   it('ends the stream on an oversized message, with RESOURCE_EXHAUSTED, not a buffer', async () => {

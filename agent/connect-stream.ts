@@ -3,6 +3,7 @@
 // server's response headers (serverID, serverCount) or its refusal, messages both ways, and the
 // status it ends with, from the trailers or a reset.
 import http2 from 'node:http2';
+import type { Clock } from '../clock/clock.js';
 import { GrpcFramingError, GrpcMessageReader } from '../proto/grpc-framing.js';
 
 const statusNames = [
@@ -48,8 +49,9 @@ export interface ConnectStreamOptions {
   target: string;
   /** Request metadata, lower-case names (the agent's ID and identifiers, a bearer token). */
   metadata: Record<string, string>;
-  /** How long to wait for the server's response headers. */
+  /** How long to wait for the server's response headers, on `clock`. */
   timeoutMs: number;
+  clock: Clock;
   maxMessageBytes: number;
   /** Each message from the server, in order; the buffer may be a view into the received chunk. */
   onMessage: (message: Buffer) => void;
@@ -110,7 +112,7 @@ export class ConnectStream {
         ...opts.metadata,
       });
       const cleanup = () => {
-        clearTimeout(timer);
+        cancelTimeout();
         stream.off('error', onError).off('close', onClose);
         session.off('close', onSessionClose);
       };
@@ -125,9 +127,8 @@ export class ConnectStream {
       const onClose = () =>
         fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
       const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
-      const timer = setTimeout(
-        () => fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)),
-        opts.timeoutMs,
+      const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
+        fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)),
       );
       stream.once('error', onError).once('close', onClose);
       session.once('close', onSessionClose);

@@ -8,5 +8,5 @@ import { dialFields } from './dial-selector.js';
 /** What /debug/dials sends for an entry (`spoke-agent dials` reads it). */
 export type ShownDial = Shown<DialEntry>;
 
-export const dialsHandler = (log: DialLog | undefined): RouteHandler =>
-  liveLogHandler(log, { resource: 'dials', fields: dialFields, off: 'the dial log is off: --dial-log-size=0' });
+export const dialsHandler = (dialLog: DialLog | undefined): RouteHandler =>
+  liveLogHandler(dialLog, { resource: 'dials', fields: dialFields, off: 'the dial log is off: --dial-log-size=0' });

@@ -3,10 +3,10 @@
 // make sense for the Go binary are accepted and ignored rather than rejected.
 import { existsSync } from 'node:fs';
 import { bool, duration, int, list, str, type FlagSet, type Values } from '../flags/flags.js';
+import { labelSelectorProblem } from '../flags/label-selector.js';
 import { klogFlags } from '../observability/klog-flags.js';
 import { logFormats, logLevels } from '../observability/log.js';
 import { validateIdentifiers } from '../proto/agent-identifiers.js';
-import { parseLabelSelector } from '../kube/label-selector.js';
 
 const fileExists = (what: string) => (path: string) =>
   path !== '' && !existsSync(path) ? `${what} ${path} does not exist` : undefined;
@@ -237,17 +237,6 @@ export const agentFlags = {
 } satisfies FlagSet;
 
 export type AgentFlagValues = Values<typeof agentFlags>;
-
-/** The full Kubernetes label-selector syntax (kube/label-selector.ts), checked at start. */
-export function labelSelectorProblem(s: string): string | undefined {
-  const parsed = parseLabelSelector(s);
-  return typeof parsed === 'string' ? parsed : undefined;
-}
-
-/** The Leases' label selector: --lease-label-selector when given, else --lease-label (its alias, as in ANP master). */
-export function leaseSelector(o: Pick<AgentFlagValues, 'leaseLabelSelector' | 'leaseLabel'>): string {
-  return (o.leaseLabelSelector !== '' ? o.leaseLabelSelector : o.leaseLabel).trim();
-}
 
 /** Checks that span several flags, as the Go agent's Validate does. */
 export function validateAgentOptions(o: AgentFlagValues): string | undefined {

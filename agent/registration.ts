@@ -184,7 +184,7 @@ export class Registration {
         break;
       }
       if (this.table.isIdle && quietFor >= this.opts.quietMs) break;
-      // Wait for the tunnel to go idle, or for the rest of the quiet period, whichever applies.
+      // Wait for the stream's connections to close, or for the rest of the quiet period, whichever applies.
       const wait = this.table.isIdle ? this.opts.quietMs - quietFor : left;
       const nap = sleep(clock, Math.min(wait, left));
       await Promise.race([

@@ -4,6 +4,7 @@
 // deletecollection); anything else (/apis, discovery, /openapi/v2) is a non-resource path with the
 // lower-cased method as verb. Pure.
 import type { AccessAttributes } from '../kube/delegated-auth.js';
+import { isWatch } from '../live-log/stream.js';
 
 /** A path segment decoded; a malformed escape stays as sent (it then matches nothing). */
 export function decodeSegment(segment: string): string {
@@ -15,9 +16,6 @@ export function decodeSegment(segment: string): string {
 }
 
 const resourceVerbs: Record<string, string> = { POST: 'create', PUT: 'update', PATCH: 'patch' };
-
-/** Whether a GET of a collection is a watch: what is authorized as `watch` is exactly what streams. */
-export const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get('watch') ?? '');
 
 export function requestAttributes(method: string, url: URL): AccessAttributes {
   const parts = url.pathname.split('/').filter((p) => p !== '');

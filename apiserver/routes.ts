@@ -8,10 +8,10 @@ import type { QueryEntry } from '../dns/query-log.js';
 import { queryFields } from '../dns/query-selector.js';
 import type { LiveEntry, LiveLog } from '../live-log/live-log.js';
 import { entryFilter, type Fields } from '../live-log/selector.js';
-import type { LiveStream } from '../live-log/stream.js';
+import { isWatch, type LiveStream } from '../live-log/stream.js';
 import type { Resolver } from '../dns/resolver.js';
 import type { RuleHolder } from '../rules/holder.js';
-import { decodeSegment, isWatch } from './attributes.js';
+import { decodeSegment } from './attributes.js';
 import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { contentType, negotiate, type Representation } from './negotiation.js';
 import { dial, liveList, query, resolution, ruleList, status } from './objects.js';
@@ -111,7 +111,7 @@ interface LiveResource<E extends LiveEntry, O extends ObjectWithMeta> {
 
 /** `RESOURCE`, `RESOURCE/NAME`, `RESOURCE?watch=true`: a live log, filtered by ?fieldSelector=. */
 function live<E extends LiveEntry, O extends ObjectWithMeta>(
-  log: LiveLog<E>,
+  liveLog: LiveLog<E>,
   r: LiveResource<E, O>,
   how: Representation,
   url: URL,
@@ -120,24 +120,24 @@ function live<E extends LiveEntry, O extends ObjectWithMeta>(
   const kind = r.info.name;
   if (name !== undefined) {
     const asked = decodeSegment(name);
-    const id = log.seqOf(asked);
-    const entry = id === undefined ? undefined : log.get(id);
+    const id = liveLog.seqOf(asked);
+    const entry = id === undefined ? undefined : liveLog.get(id);
     if (!entry)
       return {
         code: 404,
         body: status(
           404,
-          `${kind}.${group} "${asked}" not found (this agent's log holds ${log.version(log.oldest)} to ${log.version(log.last)})`,
+          `${kind}.${group} "${asked}" not found (this agent's log holds ${liveLog.version(liveLog.oldest)} to ${liveLog.version(liveLog.last)})`,
           { name: asked, group, kind },
         ),
       };
     const object = r.object(entry);
     return present(how, url, object, r.columns, [object]);
   }
-  const keep = entryFilter(r.fields, url.searchParams.get('fieldSelector') ?? '', log);
+  const keep = entryFilter(r.fields, url.searchParams.get('fieldSelector') ?? '', liveLog);
   if (typeof keep !== 'function') return badRequest(`fieldSelector: ${keep.error}`);
   if (!isWatch(url)) {
-    const list = liveList(r.info.kind, log, log.current().filter(keep), r.object);
+    const list = liveList(r.info.kind, liveLog, liveLog.current().filter(keep), r.object);
     return present(how, url, list, r.columns, list.items, list.metadata.resourceVersion);
   }
   const timeout = url.searchParams.get('timeoutSeconds');
@@ -149,11 +149,11 @@ function live<E extends LiveEntry, O extends ObjectWithMeta>(
     const object = r.object(e);
     // Events after the first leave out the column definitions, as the API server sends them: kubectl keeps the first.
     const shown = options ? table(r.columns, [object], { ...options, withColumns: first, now: Date.now() }) : object;
-    return `${JSON.stringify({ type: log.changeType(e), object: shown })}\n`;
+    return `${JSON.stringify({ type: liveLog.changeType(e), object: shown })}\n`;
   };
   const watch: LiveStream<E> = {
-    log,
-    after: log.watchAfter(url.searchParams.get('resourceVersion')),
+    liveLog,
+    after: liveLog.watchAfter(url.searchParams.get('resourceVersion')),
     keep,
     line,
     contentType: 'application/json',
@@ -164,18 +164,18 @@ function live<E extends LiveEntry, O extends ObjectWithMeta>(
 
 /** The query log (`queries`), or 404 when it is off. */
 function queries(deps: RouteDeps, how: Representation, url: URL, name: string | undefined): Answer {
-  const log = deps.resolver.queryLog;
-  if (!log) return logOff('query', '--dns-query-log-size');
-  const object = (e: QueryEntry) => query(e, log);
-  return live(log, { info: resources.queries, fields: queryFields, object, columns: queryColumns }, how, url, name);
+  const liveLog = deps.resolver.queryLog;
+  if (!liveLog) return logOff('query', '--dns-query-log-size');
+  const object = (e: QueryEntry) => query(e, liveLog);
+  return live(liveLog, { info: resources.queries, fields: queryFields, object, columns: queryColumns }, how, url, name);
 }
 
 /** The dial log (`dials`), or 404 when it is off. */
 function dials(deps: RouteDeps, how: Representation, url: URL, name: string | undefined): Answer {
-  const log = deps.dialLog;
-  if (!log) return logOff('dial', '--dial-log-size');
-  const object = (e: DialEntry) => dial(e, log);
-  return live(log, { info: resources.dials, fields: dialFields, object, columns: dialColumns }, how, url, name);
+  const liveLog = deps.dialLog;
+  if (!liveLog) return logOff('dial', '--dial-log-size');
+  const object = (e: DialEntry) => dial(e, liveLog);
+  return live(liveLog, { info: resources.dials, fields: dialFields, object, columns: dialColumns }, how, url, name);
 }
 
 /** A live resource whose log is off on this agent: 404 naming the flag. */

@@ -11,6 +11,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Registry } from 'prom-client';
+import { type Clock, systemClock } from '../clock/clock.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { TlsFingerprint } from '../agent/credentials.js';
 import { streamLiveLog } from '../live-log/stream.js';
@@ -41,8 +42,8 @@ export interface ApiServerOptions {
   routes: RouteDeps;
   log: Logger;
   registry: Registry;
-  /** The clock of the review caches. */
-  now?: () => number;
+  /** What the review caches expire on, and the certificate's poll where its folder cannot be watched waits on. */
+  clock?: Clock;
 }
 
 /**
@@ -76,7 +77,9 @@ export class ApiServer {
   private readonly users: TtlCache<UserInfo | null>;
   private readonly access: TtlCache<Access>;
   private readonly certFingerprint: TlsFingerprint;
-  private certTimer?: NodeJS.Timeout;
+  private readonly clock: Clock;
+  /** Cancels the next look at the certificate, while it is polled. */
+  private cancelCertPoll = () => {};
   private certWatch?: CredentialWatch;
   private appliedCert: string;
   private config: AuthenticationConfig;
@@ -84,8 +87,10 @@ export class ApiServer {
   constructor(private readonly opts: ApiServerOptions) {
     this.config = opts.authentication;
     this.metrics = new ApiMetrics(opts.registry);
-    this.users = new TtlCache({ ttlMs: reviewCache.tokenMs, now: opts.now });
-    this.access = new TtlCache({ ttlMs: reviewCache.allowedMs, now: opts.now });
+    const clock = opts.clock ?? systemClock;
+    this.clock = clock;
+    this.users = new TtlCache({ ttlMs: reviewCache.tokenMs, now: () => clock.now() });
+    this.access = new TtlCache({ ttlMs: reviewCache.allowedMs, now: () => clock.now() });
     this.certFingerprint = new TlsFingerprint({
       caCert: '',
       agentCert: opts.certFile,
@@ -227,16 +232,25 @@ export class ApiServer {
   async listen(): Promise<AddressInfo> {
     const address = await listenOn(this.server, this.opts.port, this.opts.host);
     // A mounted Secret's update is an event in its folder; only where it cannot be watched, look every 30 s.
-    this.certWatch = watchCredentialFolders([this.opts.certFile, this.opts.keyFile], () => this.reloadCertificate());
+    this.certWatch = watchCredentialFolders(
+      [this.opts.certFile, this.opts.keyFile],
+      () => this.reloadCertificate(),
+      this.clock,
+    );
     if (!this.certWatch.complete) {
-      this.certTimer = setInterval(() => this.reloadCertificate(), 30_000);
-      this.certTimer.unref();
+      const poll = () => {
+        this.cancelCertPoll = this.clock.after(30_000, () => {
+          this.reloadCertificate();
+          poll();
+        });
+      };
+      poll();
     }
     return address;
   }
 
   close(): Promise<void> {
-    clearInterval(this.certTimer);
+    this.cancelCertPoll();
     this.certWatch?.close();
     return closeServer(this.server);
   }

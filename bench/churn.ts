@@ -1,7 +1,7 @@
 // Dial/close churn: 100k cycles (dial, 1 byte each way, close; 16 in flight) through our hub and our
 // agent, the agent in a memory cgroup of the DaemonSet's limit (256 MiB) when the machine allows, as
 // in a pod. Its RSS every 10k cycles: it must be flat after the first 10k (V8 sized for the container,
-// cmd/container-memory.ts, instead of growing towards the host's memory) and within the DaemonSet's
+// memory/container-memory.ts, instead of growing towards the host's memory) and within the DaemonSet's
 // memory request. Not in the default run (minutes long): `npm run bench -- churn`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

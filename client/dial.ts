@@ -2,8 +2,8 @@
 // proxy-server and an agent, as a Duplex stream. See client/README.md.
 import type { Duplex } from 'node:stream';
 import type { SecureContext } from 'node:tls';
-import { dialGrpc } from './grpc-tunnel.js';
-import { dialHttpConnect } from './http-connect-tunnel.js';
+import { dialGrpc } from './dial-grpc.js';
+import { dialHttpConnect } from './dial-http-connect.js';
 import { secureContextFor } from './secure-context.js';
 
 export interface DialOptions {

@@ -1,6 +1,6 @@
 // The TLS material of a dial to the proxy-server, parsed once. tls.connect given PEM text builds a new
 // SecureContext (parses the key, the certificate and the CA) for every connection, CPU paid again
-// for each new tunnel (bench/README.md, "The client's TLS material"). Go's konnectivity client builds its
+// for each new connection (bench/README.md, "The client's TLS material"). Go's konnectivity client builds its
 // tls.Config once; so does this, per distinct material (a rotated certificate is new material).
 import tls from 'node:tls';
 

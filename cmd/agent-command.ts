@@ -24,7 +24,7 @@ import { followRuleIdentifiers } from '../kube/reregister.js';
 import type { Guards } from '../kube/sources.js';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import { HealthServer, processRegistry } from '../observability/health-server.js';
-import { releaseMemoryWhenIdle } from '../observability/idle-memory.js';
+import { releaseMemoryWhenIdle } from '../memory/idle-memory.js';
 import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { createLogger, type LogFormat, type Logger } from '../observability/log.js';
 import { identifierHosts } from '../proto/agent-identifiers.js';
@@ -33,7 +33,7 @@ import { agentIdentifiers } from '../rules/identifiers.js';
 import { ruleFlags } from '../rules/options.js';
 import type { Registry } from 'prom-client';
 import type { RulesAndDns } from './agent-rules.js';
-import { processMemoryLimit } from './container-memory.js';
+import { processMemoryLimit } from '../memory/container-memory.js';
 import type { Demo } from './demo.js';
 import type { LocalHub } from './local-hub.js';
 
@@ -101,17 +101,17 @@ async function start(argv: string[], started: Started): Promise<number> {
   const demo = await startDemo(flags, ctx);
   const options = deriveOptions(flags, demo, ctx);
   const listen = portsOrDemoFallback(flags, demo, ctx);
-  const rules = await startRulesAndDns(options, listen, ctx);
-  const policy = startPolicy(options, rules, ctx);
+  const rulesAndDns = await startRulesAndDns(options, listen, ctx);
+  const policy = startPolicy(options, rulesAndDns, ctx);
   const hub = await hubToConnect(flags, options, ctx);
-  const agent = createAgent(options, hub, rules, policy, ctx);
+  const agent = createAgent(options, hub, rulesAndDns, policy, ctx);
   const kube = await connectToKubernetes(options, ctx);
-  const healthPort = await startHealthServer(agent, rules, kube, listen, ctx);
+  const healthPort = await startHealthServer(agent, rulesAndDns, kube, listen, ctx);
   await startAdminServer(options, agent, kube, ctx);
-  await startAggregatedApi(options, agent, rules, kube, ctx);
-  followKubernetes(options, agent, rules, kube, ctx);
+  await startAggregatedApi(options, agent, rulesAndDns, kube, ctx);
+  followKubernetes(options, agent, rulesAndDns, kube, ctx);
   startAgent(agent, hub, ctx);
-  if (hub.local) announceLocalHub(hub.local, demo, rules, agent, healthPort);
+  if (hub.local) announceLocalHub(hub.local, demo, rulesAndDns, agent, healthPort);
   return waitForSignals(agent, options.drainTimeout, ctx.log, () => started.stopAll());
 }
 
@@ -208,25 +208,25 @@ async function startRulesAndDns(
 ): Promise<RulesAndDns | undefined> {
   if (options.clusterName === '') return undefined;
   const { startRulesAndDns } = await import('./agent-rules.js');
-  const rules = await startRulesAndDns(options, registry, log, (port, bind) => listen('dns-port', port, bind)).catch(
-    (err: Error) => {
-      throw new UsageError(err.message);
-    },
-  );
-  started.add(() => rules.close());
-  return rules;
+  const rulesAndDns = await startRulesAndDns(options, registry, log, (port, bind) =>
+    listen('dns-port', port, bind),
+  ).catch((err: Error) => {
+    throw new UsageError(err.message);
+  });
+  started.add(() => rulesAndDns.close());
+  return rulesAndDns;
 }
 
 function startPolicy(
   options: Options,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   { log, registry, started }: Context,
 ): DialPolicy {
   const policy = startDialPolicy({
     options,
     identifierHosts: identifierHosts(options.agentIdentifiers),
     nodeIps: options.nodeIps,
-    rules: rules && { holder: rules.holder, resolveForDial: rules.resolveForDial },
+    rules: rulesAndDns && { holder: rulesAndDns.holder, resolveForDial: rulesAndDns.resolveForDial },
     registry,
     log,
   });
@@ -261,7 +261,7 @@ async function hubToConnect(flags: Flags, options: Options, { log, started }: Co
 function createAgent(
   options: Options,
   hub: Hub,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   policy: DialPolicy,
   { log, registry }: Context,
 ): Agent {
@@ -270,7 +270,7 @@ function createAgent(
     registry,
     resolve: policy.resolve,
     authorize: policy.authorize,
-    identifiers: agentIdentifiers(options.agentIdentifiers, rules?.holder.current, options.nodeIps),
+    identifiers: agentIdentifiers(options.agentIdentifiers, rulesAndDns?.holder.current, options.nodeIps),
     memoryLimit: processMemoryLimit(),
   });
 }
@@ -296,7 +296,7 @@ async function connectToKubernetes(options: Options, { log, registry }: Context)
 /** /healthz, /readyz, /metrics and /debug; also on a local socket for `resolve` inside the pod. Returns its port. */
 async function startHealthServer(
   agent: Agent,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   kube: Kube,
   listen: Listen,
   { log, registry, started }: Context,
@@ -305,9 +305,9 @@ async function startHealthServer(
   const health = new HealthServer({ host: o.healthServerHost, port: o.healthServerPort, registry, log });
   health.addCheck(agent.readiness);
   if (kube.guards.metrics) health.protectMetrics(kube.guards.metrics);
-  health.addRoute('/debug/resolve', rules?.resolveHandler ?? noRulesHandler, kube.guards.debug);
-  health.addRoute('/debug/rules', rules?.rulesHandler ?? noRulesHandler, kube.guards.debug);
-  health.addRoute('/debug/queries', rules?.queriesHandler ?? noRulesHandler, kube.guards.queries);
+  health.addRoute('/debug/resolve', rulesAndDns?.resolveHandler ?? noRulesHandler, kube.guards.debug);
+  health.addRoute('/debug/rules', rulesAndDns?.rulesHandler ?? noRulesHandler, kube.guards.debug);
+  health.addRoute('/debug/queries', rulesAndDns?.queriesHandler ?? noRulesHandler, kube.guards.queries);
   health.addRoute('/debug/dials', dialsHandler(agent.dialLog), kube.guards.dials);
   let port: number;
   try {
@@ -370,16 +370,16 @@ async function startAdminServer(
 async function startAggregatedApi(
   options: Options,
   agent: Agent,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   kube: Kube,
   { log, registry, started }: Context,
 ): Promise<void> {
-  if (!servesApi(options) || !rules) return;
+  if (!servesApi(options) || !rulesAndDns) return;
   const { startApiServer } = await import('../apiserver/setup.js');
   const api = await startApiServer({
     options,
-    resolver: rules.dns.resolver,
-    holder: rules.holder,
+    resolver: rulesAndDns.dns.resolver,
+    holder: rulesAndDns.holder,
     dialLog: agent.dialLog,
     log,
     registry,
@@ -394,7 +394,7 @@ async function startAggregatedApi(
 function followKubernetes(
   options: Options,
   agent: Agent,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   kube: Kube,
   { log, registry, started }: Context,
 ): void {
@@ -404,11 +404,11 @@ function followKubernetes(
       const onCount = (n: number) => agent.clients.setLeaseCount(n);
       started.add(sources.startLeaseCounting({ agent: options, kube: options, client, onCount, log, registry }));
     }
-    if (!rules) return;
-    const { holder } = rules;
+    if (!rulesAndDns) return;
+    const { holder } = rulesAndDns;
     started.add(followRuleIdentifiers({ holder, clients: agent.clients, extra: options.agentIdentifiers, log }));
     if (sources)
-      started.add(sources.startKubeSources({ kube: options, rules: options, holder, log, registry, client }));
+      started.add(sources.startKubeSources({ kube: options, ruleFlags: options, holder, log, registry, client }));
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
@@ -417,7 +417,7 @@ function followKubernetes(
 function startAgent(agent: Agent, hub: Hub, { log, started }: Context): void {
   agent.start();
   started.add(() => agent.stop());
-  // Give back what start-up and bursts of work grew, once the agent is quiet (observability/idle-memory.ts).
+  // Give back what start-up and bursts of work grew, once the agent is quiet (memory/idle-memory.ts).
   started.add(releaseMemoryWhenIdle());
   log.info(
     {
@@ -436,18 +436,18 @@ function startAgent(agent: Agent, hub: Hub, { log, started }: Context): void {
 function announceLocalHub(
   local: LocalHub,
   demo: Demo | undefined,
-  rules: RulesAndDns | undefined,
+  rulesAndDns: RulesAndDns | undefined,
   agent: Agent,
   healthPort: number,
 ): void {
   const lines =
-    demo && rules
+    demo && rulesAndDns
       ? demo.lines({
           httpConnectPort: local.ports.httpConnect,
-          dns: rules.dns.listening,
+          dns: rulesAndDns.dns.listening,
           health: { host: agent.options.healthServerHost, port: healthPort },
         })
-      : local.tunnelLines(rules ? undefined : joinHostPort('127.0.0.1', healthPort));
+      : local.tunnelLines(rulesAndDns ? undefined : joinHostPort('127.0.0.1', healthPort));
   local.announce(agent.agentID, lines);
 }
 

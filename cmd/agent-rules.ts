@@ -32,9 +32,9 @@ export async function startRulesAndDns(
   log: Logger,
   bindPort: PortBinder,
 ): Promise<RulesAndDns> {
-  const rules = rulesFromFlags(options);
-  if (!rules.ok) throw new Error(`invalid rules: ${rules.errors.join('; ')}`);
-  const holder = new RuleHolder(rules.value);
+  const parsed = rulesFromFlags(options);
+  if (!parsed.ok) throw new Error(`invalid rules: ${parsed.errors.join('; ')}`);
+  const holder = new RuleHolder(parsed.value);
   let dns: DnsStack;
   try {
     dns = await startDns(options, holder, registry, log.child({ component: 'dns' }), bindPort);

@@ -94,9 +94,9 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
   }
 
   const mode = o.mode as 'grpc' | 'http-connect';
-  let tunnel: Duplex;
+  let dialed: Duplex;
   try {
-    tunnel = await dialThroughProxy({
+    dialed = await dialThroughProxy({
       mode,
       proxyHost: o.proxyHost,
       proxyPort: o.proxyPort,
@@ -113,7 +113,7 @@ export async function runDialCommand(argv: string[], io: DialIo = processIo()): 
     );
   }
 
-  const conn = tunnel;
+  const conn = dialed;
   return new Promise<number>((resolve) => {
     let failed: Error | undefined;
     conn.on('error', (err) => (failed = err));

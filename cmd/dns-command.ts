@@ -41,14 +41,14 @@ export async function runDnsCommand(argv: string[]): Promise<number> {
     process.stderr.write('spoke-agent dns: --cluster-name is required\n');
     return 2;
   }
-  const rules = rulesFromFlags(values);
-  if (!rules.ok) {
-    process.stderr.write(`spoke-agent dns: invalid rules:\n${rules.errors.map((e) => `  ${e}\n`).join('')}`);
+  const parsed = rulesFromFlags(values);
+  if (!parsed.ok) {
+    process.stderr.write(`spoke-agent dns: invalid rules:\n${parsed.errors.map((e) => `  ${e}\n`).join('')}`);
     return 2;
   }
   const log = createLogger(values.logLevel, undefined, values.logFormat as LogFormat); // validated as a flag
   const registry = processRegistry();
-  const holder = new RuleHolder(rules.value);
+  const holder = new RuleHolder(parsed.value);
   const dns = await startDns(values, holder, registry, log);
   const health = new HealthServer({ host: values.healthServerHost, port: values.healthServerPort, registry, log });
   health.addRoute('/debug/resolve', resolveHandler(dns.resolver));

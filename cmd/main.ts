@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // spoke-agent: the agent by default; `dial`, `dns`, `resolve`, `queries` and `dials` are subcommands.
-import { sizeHeapForContainer } from './container-memory.js';
+import { sizeHeapForContainer } from '../memory/container-memory.js';
 
 // First, before the agent's modules load: a heap that fits the container (this may re-execute).
 sizeHeapForContainer();

@@ -1,11 +1,10 @@
 // Debugging: what a name does and why. The answer is produced by sending a real query through the
 // resolver in process, so it is exactly what a client gets (cache included).
-import type { RouteHandler } from '../observability/health-server.js';
+import { json, type RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
 import { otherNodeReason } from '../rules/node.js';
 import { targetText } from '../rules/rule-set.js';
-import { json } from './no-rules.js';
 import { decodeMessage, type DnsRecord, type Header } from './dns2.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
@@ -63,14 +62,14 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const normalized = normalizeName(name);
   const problem = hostNameProblem(normalized, 'name');
   if (problem) throw new Error(problem);
-  const rules = resolver.rules.current;
-  const match = rules.match(normalized);
-  const node = rules.otherNode(normalized);
+  const ruleSet = resolver.rules.current;
+  const match = ruleSet.match(normalized);
+  const node = ruleSet.otherNode(normalized);
   const action = match
     ? 'rule'
     : node !== undefined
       ? 'other-node'
-      : rules.inZone(normalized)
+      : ruleSet.inZone(normalized)
         ? 'nxdomain'
         : resolver.forwarding
           ? 'forward'

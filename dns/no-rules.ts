@@ -1,10 +1,6 @@
 // The debug routes of an agent without rules, apart from dns/explain.ts: an agent without
 // --cluster-name loads none of the DNS and rules code (nor dns2 and yaml), see cmd/agent-rules.ts.
-import type { RouteHandler } from '../observability/health-server.js';
-
-export function json(res: Parameters<RouteHandler>[1], status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body, null, 2)}\n`);
-}
+import { json, type RouteHandler } from '../observability/health-server.js';
 
 /** `/debug/resolve` and `/debug/rules` of an agent without rules: how to give it some. */
 export const noRulesHandler: RouteHandler = (_req, res) =>

@@ -9,8 +9,8 @@ import { queryFields } from './query-selector.js';
 /** What /debug/queries sends for an entry (`spoke-agent queries` reads it). */
 export type ShownQuery = Shown<QueryEntry>;
 
-export const queriesHandler = (log: QueryLog | undefined): RouteHandler =>
-  liveLogHandler(log, {
+export const queriesHandler = (queryLog: QueryLog | undefined): RouteHandler =>
+  liveLogHandler(queryLog, {
     resource: 'queries',
     fields: queryFields,
     off: 'the query log is off: --dns-query-log-size=0',

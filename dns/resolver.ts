@@ -238,12 +238,12 @@ export class Resolver {
   private async resolve(msg: Buffer, q: Query, proto: Proto, now: number): Promise<Resolved> {
     const name = questionName(msg).toLowerCase();
     const generation = this.opts.rules.generation;
-    const rules = this.opts.rules.current;
-    const match = rules.match(name);
-    if (match !== undefined || rules.inZone(name)) {
+    const ruleSet = this.opts.rules.current;
+    const match = ruleSet.match(name);
+    if (match !== undefined || ruleSet.inZone(name)) {
       this.opts.metrics.cacheMisses.answers.inc();
       const built = await this.coalesce(`a${q.key}`, async () => {
-        const r = await this.build(msg, q, name, match, rules, generation);
+        const r = await this.build(msg, q, name, match, ruleSet, generation);
         const info = inspectResponse(r.bytes)!;
         // An answer built from the rules being replaced must not outlive them.
         if (generation === this.opts.rules.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
@@ -273,14 +273,14 @@ export class Resolver {
     q: Query,
     name: string,
     match: Match | undefined,
-    rules: RuleSet,
+    ruleSet: RuleSet,
     serial: number,
   ): Promise<Resolved> {
     // A static name outside the cluster's zone is a zone of its own for the SOA.
-    const zone = rules.inZone(name) ? rules.naming.cluster : name;
+    const zone = ruleSet.inZone(name) ? ruleSet.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
     if (match === undefined) {
-      const node = rules.otherNode(name);
+      const node = ruleSet.otherNode(name);
       if (node === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
       // Not this agent's to answer: NXDOMAIN would say the node does not exist.
       return {

@@ -54,7 +54,7 @@ function upstreamAddress(
  */
 export function createResolver(
   values: DnsFlagValues,
-  rules: RuleHolder,
+  holder: RuleHolder,
   registry: Registry,
   log: Logger,
   resolvConf?: string,
@@ -82,7 +82,7 @@ export function createResolver(
       onSkipped: (reason, n) => metrics.queryLogSkipped.inc({ reason }, n),
     });
   resolver = new Resolver({
-    rules,
+    rules: holder,
     upstream,
     forward: values.dnsForward && !none,
     forwardOffReason: none,
@@ -101,12 +101,12 @@ export type PortBinder = <T>(port: number, bind: (port: number) => Promise<T>) =
 /** Starts the DNS server; rejects when the port cannot be bound. */
 export async function startDns(
   values: DnsFlagValues,
-  rules: RuleHolder,
+  holder: RuleHolder,
   registry: Registry,
   log: Logger,
   bindPort: PortBinder = (port, bind) => bind(port),
 ): Promise<DnsStack> {
-  const resolver = createResolver(values, rules, registry, log);
+  const resolver = createResolver(values, holder, registry, log);
   let server: DnsServer;
   let listening: DnsStack['listening'];
   try {

@@ -4,6 +4,7 @@
 import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIP, Socket } from 'node:net';
+import { type Clock, systemClock } from '../clock/clock.js';
 import { joinHostPort } from '../net/address.js';
 import { enlargeReceiveBuffer } from './udp-buffer.js';
 import { sameQuestion } from './wire.js';
@@ -47,7 +48,8 @@ interface Pending {
   query: Buffer;
   resolve: (response: Buffer) => void;
   reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
+  /** Cancels the query's timeout. */
+  cancelTimeout: () => void;
 }
 
 /** Where the resolver sends what it forwards and the targets of its rules. */
@@ -83,6 +85,8 @@ export class Upstream implements UpstreamClient {
   constructor(
     readonly address: UpstreamAddress,
     private readonly timeoutMs: number,
+    /** What a UDP query's timeout waits on (a TCP query's is its socket's idle timeout). */
+    private readonly clock: Clock = systemClock,
   ) {}
 
   /** Sends `query` and returns the response with the query's own ID; rejects after the timeout. */
@@ -111,14 +115,14 @@ export class Upstream implements UpstreamClient {
     const out = Buffer.from(query);
     out.writeUInt16BE(id, 0);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const cancelTimeout = this.clock.after(this.timeoutMs, () => {
         this.pending.delete(id);
         reject(new UpstreamError(`no answer from ${this.describe()} within ${this.timeoutMs}ms`, 'timeout'));
-      }, this.timeoutMs);
-      this.pending.set(id, { query, resolve, reject, timer });
+      });
+      this.pending.set(id, { query, resolve, reject, cancelTimeout });
       this.udpSocket().send(out, this.address.port, this.address.host, (err) => {
         if (!err || !this.pending.delete(id)) return;
-        clearTimeout(timer);
+        cancelTimeout();
         reject(new UpstreamError(`${this.describe()}: ${err.message}`, 'network'));
       });
     });
@@ -130,7 +134,7 @@ export class Upstream implements UpstreamClient {
     // A response must echo the question too (RFC 5452 §9.1): an ID alone is easy to guess.
     if (!p || !sameQuestion(p.query, msg)) return;
     this.pending.delete(msg.readUInt16BE(0));
-    clearTimeout(p.timer);
+    p.cancelTimeout();
     p.query.copy(msg, 0, 0, 2);
     p.resolve(msg);
   }
@@ -177,7 +181,7 @@ export class Upstream implements UpstreamClient {
 
   close(): void {
     for (const p of this.pending.values()) {
-      clearTimeout(p.timer);
+      p.cancelTimeout();
       p.reject(new UpstreamError('upstream closed', 'network'));
     }
     this.pending.clear();

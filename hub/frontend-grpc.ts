@@ -5,7 +5,13 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../observability/log.js';
 import { PacketType, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
 import { noAgentAvailable } from './backends.js';
-import { wellFormed, type AgentLink, type FrontendLink, type Switchboard, type Tunnel } from './switchboard.js';
+import {
+  wellFormed,
+  type AgentLink,
+  type FrontendLink,
+  type Switchboard,
+  type TunnelledConnection,
+} from './switchboard.js';
 
 export interface GrpcFrontendOptions {
   switchboard: Switchboard;
@@ -70,8 +76,8 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
         serving = false;
         return;
       }
-      const tunnel: Tunnel = { random, address, agent, frontend, start: Date.now() };
-      switchboard.addPending(tunnel);
+      const connection: TunnelledConnection = { random, address, agent, frontend, start: Date.now() };
+      switchboard.addPending(connection);
       if (agent.closed) {
         switchboard.removePending(random);
         switchboard.dialFailed('backend_close');

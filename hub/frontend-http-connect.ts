@@ -7,10 +7,10 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../observability/log.js';
 import { PacketType, type Packet } from '../proto/packets.js';
-import { newRandom } from '../client/random.js';
+import { newRandom } from '../proto/random.js';
 import { noAgentAvailable } from './backends.js';
 import { backendDialTimeoutError } from './frontend-grpc.js';
-import type { FrontendLink, Switchboard, Tunnel } from './switchboard.js';
+import type { FrontendLink, Switchboard, TunnelledConnection } from './switchboard.js';
 
 /** tunnel.go's bufferSize: "matches the gRPC window size". */
 const readChunk = 32 * 1024;
@@ -134,8 +134,8 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   };
   const frontend = new HttpFrontend(socket, closeHttp);
   const random = newRandom();
-  const tunnel: Tunnel = { random, address, agent, frontend, start: Date.now() };
-  switchboard.addPending(tunnel);
+  const connection: TunnelledConnection = { random, address, agent, frontend, start: Date.now() };
+  switchboard.addPending(connection);
 
   let established = false;
   let timer: NodeJS.Timeout | undefined;
@@ -171,14 +171,14 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   const sendClose = () => {
     if (closeSent) return;
     closeSent = true;
-    switchboard.closeOnAgent(agent, tunnel.connectID!, 'frontend connection ended');
+    switchboard.closeOnAgent(agent, connection.connectID!, 'frontend connection ended');
   };
   const onData = (chunk: Buffer) => {
     let writable = true;
     for (let at = 0; at < chunk.length; at += readChunk) {
       writable = agent.send({
         type: PacketType.DATA,
-        data: { connectID: tunnel.connectID!, data: chunk.subarray(at, at + readChunk) },
+        data: { connectID: connection.connectID!, data: chunk.subarray(at, at + readChunk) },
       });
     }
     if (!writable) {
@@ -195,7 +195,7 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
     established = true;
     clearTimeout(timer);
     socket.write(replies.established);
-    log.debug({ address, connectID: tunnel.connectID, agentID: agent.agentID }, 'CONNECT established');
+    log.debug({ address, connectID: connection.connectID, agentID: agent.agentID }, 'CONNECT established');
     if (head.length > 0) onData(head);
     socket.on('data', onData);
     // Go reads until EOF or error, then sends CLOSE_REQ and closes the socket.

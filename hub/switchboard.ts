@@ -30,12 +30,12 @@ export interface FrontendLink {
   deliver(pkt: Packet): boolean;
   onceWritable(cb: () => void): void;
   /** Called once DIAL_RSP without error has been delivered and the connection is established. */
-  established?(tunnel: Tunnel): void;
+  established?(connection: TunnelledConnection): void;
   /** The agent stream of a pending dial ended (only HTTP CONNECT reacts, as in Go). */
   agentGone?(): void;
 }
 
-export interface Tunnel {
+export interface TunnelledConnection {
   readonly random: string;
   readonly address: string;
   readonly agent: AgentLink;
@@ -108,8 +108,8 @@ export function wellFormed(pkt: Packet): boolean {
 export class Switchboard {
   readonly backends: Backends<AgentLink>;
   private readonly agents = new Set<AgentLink>();
-  private readonly pending = new Map<string, Tunnel>();
-  private readonly established = new Map<string, Map<string, Tunnel>>();
+  private readonly pending = new Map<string, TunnelledConnection>();
+  private readonly established = new Map<string, Map<string, TunnelledConnection>>();
   readonly counters: HubCounters = {
     dialFailures: {
       no_agent: 0,
@@ -163,12 +163,12 @@ export class Switchboard {
   removeAgent(agent: AgentLink): void {
     if (!this.agents.delete(agent)) return;
     this.backends.remove(agent);
-    for (const tunnel of this.pending.values()) if (tunnel.agent === agent) tunnel.frontend.agentGone?.();
+    for (const connection of this.pending.values()) if (connection.agent === agent) connection.frontend.agentGone?.();
     const conns = this.established.get(agent.agentID);
-    for (const [connectID, tunnel] of conns ?? []) {
-      if (tunnel.agent !== agent) continue;
+    for (const [connectID, connection] of conns ?? []) {
+      if (connection.agent !== agent) continue;
       conns!.delete(connectID);
-      this.deliver(tunnel, { type: PacketType.CLOSE_RSP, closeResponse: { error: '', connectID } });
+      this.deliver(connection, { type: PacketType.CLOSE_RSP, closeResponse: { error: '', connectID } });
     }
     if (conns?.size === 0) this.established.delete(agent.agentID);
     this.events.emit('agentDisconnected', agentInfo(agent));
@@ -178,21 +178,21 @@ export class Switchboard {
     this.counters.dialFailures[reason]++;
   }
 
-  addPending(tunnel: Tunnel): void {
-    this.pending.set(tunnel.random, tunnel);
+  addPending(connection: TunnelledConnection): void {
+    this.pending.set(connection.random, connection);
   }
 
-  removePending(random: string): Tunnel | undefined {
-    const tunnel = this.pending.get(random);
+  removePending(random: string): TunnelledConnection | undefined {
+    const connection = this.pending.get(random);
     this.pending.delete(random);
-    return tunnel;
+    return connection;
   }
 
   /** Forgets every dial and connection of a frontend that went away; the caller tells the agents. */
-  removeForFrontend(frontend: FrontendLink): { pending: Tunnel[]; established: Tunnel[] } {
+  removeForFrontend(frontend: FrontendLink): { pending: TunnelledConnection[]; established: TunnelledConnection[] } {
     const pending = [...this.pending.values()].filter((t) => t.frontend === frontend);
     for (const t of pending) this.pending.delete(t.random);
-    const established: Tunnel[] = [];
+    const established: TunnelledConnection[] = [];
     for (const [agentID, conns] of this.established) {
       for (const [connectID, t] of conns) {
         if (t.frontend !== frontend) continue;
@@ -204,24 +204,24 @@ export class Switchboard {
     return { pending, established };
   }
 
-  private addEstablished(tunnel: Tunnel, connectID: string): void {
-    tunnel.connectID = connectID;
-    const agentID = tunnel.agent.agentID;
+  private addEstablished(connection: TunnelledConnection, connectID: string): void {
+    connection.connectID = connectID;
+    const agentID = connection.agent.agentID;
     let conns = this.established.get(agentID);
     if (!conns) {
       conns = new Map();
       this.established.set(agentID, conns);
     }
-    conns.set(connectID, tunnel);
+    conns.set(connectID, connection);
   }
 
-  private removeEstablished(agentID: string, connectID: string): Tunnel | undefined {
+  private removeEstablished(agentID: string, connectID: string): TunnelledConnection | undefined {
     const conns = this.established.get(agentID);
-    const tunnel = conns?.get(connectID);
-    if (!tunnel) return undefined;
+    const connection = conns?.get(connectID);
+    if (!connection) return undefined;
     conns!.delete(connectID);
     if (conns!.size === 0) this.established.delete(agentID);
-    return tunnel;
+    return connection;
   }
 
   closeOnAgent(agent: AgentLink, connectID: string, reason: string): void {
@@ -233,8 +233,8 @@ export class Switchboard {
    * False when the frontend is gone (Go's failed send). A backed-up frontend pauses the agent stream
    * it reads from, as Go's blocking Send does.
    */
-  private deliver(tunnel: Tunnel, pkt: Packet | OutPacket): boolean {
-    const { frontend, agent } = tunnel;
+  private deliver(connection: TunnelledConnection, pkt: Packet | OutPacket): boolean {
+    const { frontend, agent } = connection;
     if (frontend.closed) return false;
     if (!frontend.deliver(pkt as Packet)) {
       agent.hold(frontend);
@@ -258,8 +258,8 @@ export class Switchboard {
     switch (pkt.type) {
       case PacketType.DIAL_RSP: {
         const { random, connectID, error } = pkt.dialResponse!;
-        const tunnel = this.removePending(random);
-        if (!tunnel) {
+        const connection = this.removePending(random);
+        if (!connection) {
           log.info({ agentID: agent.agentID, random, connectID }, 'DIAL_RSP not recognized; dropped');
           this.dialFailed('unrecognized_response');
           if (connectID !== '0') this.closeOnAgent(agent, connectID, 'unknown dial id');
@@ -269,27 +269,27 @@ export class Switchboard {
           log.info({ agentID: agent.agentID, random, error }, 'DIAL_RSP contains failure');
           this.dialFailed('error_response');
         }
-        if (!this.deliver(tunnel, pkt)) {
+        if (!this.deliver(connection, pkt)) {
           if (!error) this.dialFailed('send_rsp');
           this.closeOnAgent(agent, connectID, 'dial error');
           return;
         }
         if (error) return;
-        this.addEstablished(tunnel, connectID);
+        this.addEstablished(connection, connectID);
         log.debug(
-          { agentID: agent.agentID, random, connectID, address: tunnel.address, ms: Date.now() - tunnel.start },
+          { agentID: agent.agentID, random, connectID, address: connection.address, ms: Date.now() - connection.start },
           'proxy connection established',
         );
-        tunnel.frontend.established?.(tunnel);
+        connection.frontend.established?.(connection);
         return;
       }
       case PacketType.DIAL_CLS: {
-        const tunnel = this.removePending(pkt.closeDial!.random);
-        if (!tunnel) {
+        const connection = this.removePending(pkt.closeDial!.random);
+        if (!connection) {
           log.info({ agentID: agent.agentID, random: pkt.closeDial!.random }, 'DIAL_CLS not recognized; dropped');
           return;
         }
-        this.deliver(tunnel, pkt);
+        this.deliver(connection, pkt);
         this.dialFailed('backend_close');
         return;
       }
@@ -300,19 +300,19 @@ export class Switchboard {
           log.warn({ agentID: agent.agentID }, 'DATA from agent without connectID; dropped');
           return;
         }
-        const tunnel = this.established.get(agent.agentID)?.get(connectID);
-        if (!tunnel) {
+        const connection = this.established.get(agent.agentID)?.get(connectID);
+        if (!connection) {
           this.counters.unknownConnectID++;
           log.info({ agentID: agent.agentID, connectID }, 'DATA for unknown connectID; closing it on the agent');
           this.closeOnAgent(agent, connectID, 'missing frontend');
           return;
         }
-        this.deliver(tunnel, pkt);
+        this.deliver(connection, pkt);
         return;
       }
       case PacketType.CLOSE_RSP: {
-        const tunnel = this.removeEstablished(agent.agentID, pkt.closeResponse!.connectID);
-        if (!tunnel) {
+        const connection = this.removeEstablished(agent.agentID, pkt.closeResponse!.connectID);
+        if (!connection) {
           // Normal after the frontend already went away.
           this.counters.unknownConnectID++;
           log.debug(
@@ -321,7 +321,7 @@ export class Switchboard {
           );
           return;
         }
-        this.deliver(tunnel, pkt);
+        this.deliver(connection, pkt);
         return;
       }
       case PacketType.DRAIN:

@@ -6,6 +6,7 @@
 // blocks its start on the Lease cache (and never becomes ready without RBAC for it), the agent serves
 // by the serverCount header until the Leases can be read, and picks them up once they can.
 import { Counter, Histogram, type Registry } from 'prom-client';
+import { type Clock, systemClock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
 import type { KubeApiClient } from './api-client.js';
 import { kubeMetrics } from './metrics.js';
@@ -39,6 +40,11 @@ export function countLeases(leases: readonly Lease[], now: number): { count: num
     nextExpiry = nextExpiry === undefined ? expiry : Math.min(nextExpiry, expiry);
   }
   return { count: Math.max(1, count), nextExpiry };
+}
+
+/** The Leases' label selector: --lease-label-selector when given, else --lease-label (its alias, as in ANP master). */
+export function leaseSelector(o: { leaseLabelSelector: string; leaseLabel: string }): string {
+  return (o.leaseLabelSelector !== '' ? o.leaseLabelSelector : o.leaseLabel).trim();
 }
 
 const goPrefix = 'konnectivity_network_proxy_agent_';
@@ -81,18 +87,24 @@ export interface LeaseCounterOptions {
   registry: Registry;
   resyncMs: number;
   backoff?: { initialMs: number; capMs: number };
+  /** What the recount and the watch wait on (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
+  /** The wall-clock time in ms that Leases' renewTimes are read against. */
   now?: () => number;
 }
 
 export class LeaseCounter {
   private readonly watch: ResilientWatch<Lease>;
   private leases: readonly Lease[] = [];
-  private timer?: NodeJS.Timeout;
+  /** Cancels the pending recount. */
+  private cancelRecount = () => {};
   private last?: number;
   private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(private readonly opts: LeaseCounterOptions) {
     this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? systemClock;
     const metrics = leaseMetrics(opts.registry);
     const path = `/apis/coordination.k8s.io/v1/namespaces/${opts.namespace}/leases`;
     this.watch = new ResilientWatch<Lease>({
@@ -109,7 +121,7 @@ export class LeaseCounter {
       },
       // Cut off from the API server, the agent cannot see renewals: it keeps the last count (as the
       // Go agent keeps its last good one) rather than let every Lease expire in its view.
-      onError: () => clearTimeout(this.timer),
+      onError: () => this.cancelRecount(),
       observer: {
         list: (code, reason, seconds) => {
           metrics.lists.inc({ http_response_code: String(code), reason });
@@ -121,6 +133,7 @@ export class LeaseCounter {
       metrics: kubeMetrics(opts.registry),
       resyncMs: opts.resyncMs,
       backoff: opts.backoff,
+      clock: this.clock,
     });
   }
 
@@ -133,19 +146,16 @@ export class LeaseCounter {
   }
 
   stop(): void {
-    clearTimeout(this.timer);
+    this.cancelRecount();
     this.watch.stop();
   }
 
   /** Counts the Leases valid now, and again when the first of them would expire unrenewed. */
   private recount(): void {
-    clearTimeout(this.timer);
+    this.cancelRecount();
     const now = this.now();
     const { count, nextExpiry } = countLeases(this.leases, now);
-    if (nextExpiry !== undefined) {
-      this.timer = setTimeout(() => this.recount(), nextExpiry - now + 1);
-      this.timer.unref();
-    }
+    if (nextExpiry !== undefined) this.cancelRecount = this.clock.after(nextExpiry - now + 1, () => this.recount());
     if (count === this.last) return;
     if (this.last !== undefined || count > 1)
       this.opts.log.info({ count, leases: this.leases.length }, 'proxy-server Leases counted');

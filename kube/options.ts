@@ -1,8 +1,8 @@
 // Flags for what the agent takes from the spoke's Kubernetes API: rules from a ConfigMap, auto-exposed
 // Services, and delegated authentication for /debug and /metrics.
 import { readFileSync } from 'node:fs';
-import { labelSelectorProblem } from '../agent/options.js';
 import { bool, duration, str, type FlagSet, type Values } from '../flags/flags.js';
+import { labelSelectorProblem } from '../flags/label-selector.js';
 import { labelProblem } from '../rules/naming.js';
 
 /** `NAMESPACE/NAME`, or a message. */

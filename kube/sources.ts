@@ -14,15 +14,14 @@ import { apiReviewer, delegatedAuthGuard } from './delegated-auth.js';
 import { kubeMetrics } from './metrics.js';
 import { inCluster, parseObjectRef, liveLogAuthPath, type KubeFlagValues } from './options.js';
 import { KubeRuleSource } from './rule-source.js';
-import { LeaseCounter } from './lease-counter.js';
-import { leaseSelector } from '../agent/options.js';
+import { LeaseCounter, leaseSelector } from './lease-counter.js';
 import { configMapSpec, ResilientWatch } from './watch.js';
 
 export { kubeApiClient } from './config.js';
 
 export interface KubeSourcesOptions {
   kube: KubeFlagValues;
-  rules: RuleFlagValues;
+  ruleFlags: RuleFlagValues;
   holder: RuleHolder;
   log: Logger;
   registry: Registry;
@@ -45,19 +44,19 @@ function wantsKubeSources(o: KubeFlagValues): boolean {
 export function startKubeSources(o: KubeSourcesOptions): () => void {
   if (!wantsKubeSources(o.kube)) return () => {};
   const flags = o.kube.rulesConfigmap !== '' ? '--rules-configmap' : '--auto-expose';
-  if (o.rules.clusterName === '')
+  if (o.ruleFlags.clusterName === '')
     throw new Error(`${flags} needs --cluster-name: without it the agent serves no names`);
   const client = requireClient(o.client, flags);
   const metrics = kubeMetrics(o.registry);
   const log = o.log.child({ component: 'kube' });
   const readFile = o.readFile ?? ((p: string) => readFileSync(p, 'utf8'));
   const source = new KubeRuleSource({
-    naming: namingFromFlags(o.rules),
-    expose: o.rules.expose,
+    naming: namingFromFlags(o.ruleFlags),
+    expose: o.ruleFlags.expose,
     rulesFile:
-      o.rules.rulesFile === ''
+      o.ruleFlags.rulesFile === ''
         ? undefined
-        : { origin: `--rules-file=${o.rules.rulesFile}`, content: readFile(o.rules.rulesFile) },
+        : { origin: `--rules-file=${o.ruleFlags.rulesFile}`, content: readFile(o.ruleFlags.rulesFile) },
     configMapRef: o.kube.rulesConfigmap,
     annotation: o.kube.autoExposeAnnotation,
     holder: o.holder,

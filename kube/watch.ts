@@ -4,9 +4,9 @@
 // on any other error (a 500, connection refused, a watch cut without a word). A periodic relist is
 // the watchdog against watches that go quiet. Consumers get the whole current list, never deltas, so
 // nothing is lost across a restart; while failing, nothing is emitted and the last list stays in force.
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { Backoff } from '../clock/backoff.js';
+import { type Clock, sleep, systemClock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
 import { ApiError, type KubeApiClient, type QueryParams, type WatchEvent } from './api-client.js';
 import type { KubeMetrics, Resource } from './metrics.js';
@@ -70,6 +70,8 @@ export interface ResilientWatchOptions<T extends KubernetesObject> {
   /** The watch failed and is retrying: until the next onList the objects may be out of date. */
   onError?: () => void;
   random?: () => number;
+  /** What the retries, the watchdog and a watch's deadline wait on (default the system clock; tests pass a ManualClock). */
+  clock?: Clock;
 }
 
 /** The longest wait between retries of a refused (403) list. */
@@ -81,15 +83,18 @@ const watchSeconds = (random: () => number) => Math.round(300 * (1 + random()));
 export class ResilientWatch<T extends KubernetesObject> {
   private readonly backoff: Backoff;
   private readonly random: () => number;
+  private readonly clock: Clock;
   /** Aborts the current run's requests; replaced on every (re)start. */
   private run?: AbortController;
-  private timer?: NodeJS.Timeout;
+  /** Cancels the pending relist or retry. */
+  private cancelTimer = () => {};
   private stopped = false;
   /** A 403 is said once at warn: RBAC does not change by itself, the retries go on at debug. */
   private forbiddenSaid = false;
 
   constructor(private readonly opts: ResilientWatchOptions<T>) {
     this.random = opts.random ?? Math.random;
+    this.clock = opts.clock ?? systemClock;
     this.backoff = new Backoff(opts.backoff ?? { initialMs: 500, capMs: 30_000 }, this.random);
   }
 
@@ -99,7 +104,7 @@ export class ResilientWatch<T extends KubernetesObject> {
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.cancelTimer();
     this.run?.abort();
   }
 
@@ -113,13 +118,12 @@ export class ResilientWatch<T extends KubernetesObject> {
     this.run?.abort();
     const run = new AbortController();
     this.run = run;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
+    this.cancelTimer();
+    this.cancelTimer = this.clock.after(this.opts.resyncMs, () => {
       this.opts.metrics.watchRestarts.inc({ resource: this.resource, reason: 'resync' });
       this.opts.log.debug({ resource: this.resource }, 'periodic relist');
       this.restart();
-    }, this.opts.resyncMs);
-    this.timer.unref();
+    });
     this.listAndWatch(run.signal).catch((err: unknown) => {
       if (!run.signal.aborted) this.fail(err);
     });
@@ -127,16 +131,16 @@ export class ResilientWatch<T extends KubernetesObject> {
 
   private async listAndWatch(signal: AbortSignal): Promise<void> {
     const { client, spec, metrics, observer } = this.opts;
-    const started = performance.now();
+    const started = this.clock.now();
     let list: KubernetesListObject<T>;
     try {
       list = await listOf<T>(client, spec, signal);
     } catch (err) {
       if (err instanceof ApiError)
-        observer?.list(err.statusCode, err.status?.reason ?? '', (performance.now() - started) / 1000);
+        observer?.list(err.statusCode, err.status?.reason ?? '', (this.clock.now() - started) / 1000);
       throw err;
     }
-    observer?.list(200, '', (performance.now() - started) / 1000);
+    observer?.list(200, '', (this.clock.now() - started) / 1000);
     if (signal.aborted) return;
     const objects = new Map<string, T>(list.items.map((o) => [keyOf(o), o]));
     let version = list.metadata?.resourceVersion ?? '';
@@ -148,8 +152,9 @@ export class ResilientWatch<T extends KubernetesObject> {
     for (;;) {
       const seconds = watchSeconds(this.random);
       // A watch the server should have ended by now (plus a minute) went dead without a word: start over.
-      const overdue = AbortSignal.timeout((seconds + 60) * 1000);
-      const opened = Date.now();
+      const overdue = new AbortController();
+      const cancelOverdue = this.clock.after((seconds + 60) * 1000, () => overdue.abort());
+      const opened = this.clock.now();
       const query = {
         ...selectors(spec),
         resourceVersion: version,
@@ -170,25 +175,32 @@ export class ResilientWatch<T extends KubernetesObject> {
           spec.path,
           query,
           { onEvent, onOpen: () => observer?.watch(200, '') },
-          AbortSignal.any([signal, overdue]),
+          AbortSignal.any([signal, overdue.signal]),
         );
       } catch (err) {
         if (err instanceof ApiError && err.statusCode !== 410)
           observer?.watch(err.statusCode, err.status?.reason ?? '');
         throw err;
+      } finally {
+        cancelOverdue();
       }
       if (signal.aborted) return;
-      if (overdue.aborted) throw new Error(`the watch of ${spec.path} went silent past its ${seconds} s timeout`);
+      if (overdue.signal.aborted)
+        throw new Error(`the watch of ${spec.path} went silent past its ${seconds} s timeout`);
       // Ended by the server, as watches are: resume from the last version seen.
-      if (Date.now() - opened < 1000)
-        await sleep(this.opts.rewatchPauseMs ?? 1000, undefined, { signal }).catch(() => {});
+      if (this.clock.now() - opened < 1000) {
+        const pause = sleep(this.clock, this.opts.rewatchPauseMs ?? 1000);
+        signal.addEventListener('abort', pause.cancel, { once: true });
+        await pause.done;
+        signal.removeEventListener('abort', pause.cancel);
+      }
       if (signal.aborted) return;
     }
   }
 
   private fail(err: unknown): void {
     this.run?.abort();
-    clearTimeout(this.timer);
+    this.cancelTimer();
     // 410 Gone: the version watched from was compacted away. The list in hand stays right until a
     // fresh one replaces it, at once: this is how a long quiet watch ends, not a failure.
     if (statusOf(err) === 410) {
@@ -213,11 +225,10 @@ export class ResilientWatch<T extends KubernetesObject> {
         `carrying on without it, retrying quietly; grant the agent's service account list and watch there (kube/README.md, RBAC)`;
       this.opts.log.warn({ ...fields, path }, `forbidden to list and watch ${path}: ${what}`);
     }
-    this.timer = setTimeout(() => {
+    this.cancelTimer = this.clock.after(wait, () => {
       this.opts.metrics.watchRestarts.inc({ resource: this.resource, reason: 'error' });
       this.restart();
-    }, wait);
-    this.timer.unref();
+    });
   }
 }
 

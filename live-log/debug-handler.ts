@@ -3,23 +3,21 @@
 // a line as changes arrive; each entry carries its name and resourceVersion, to resume a watch after
 // it. `?fieldSelector=` as in the API (selector.ts); a watch starts from now, or after
 // `?resourceVersion=` (a list's). Each route is guarded by its own permission (cmd/agent-command.ts).
-import { isWatch } from '../apiserver/attributes.js';
-import { json } from '../dns/no-rules.js';
-import type { RouteHandler } from '../observability/health-server.js';
+import { json, type RouteHandler } from '../observability/health-server.js';
 import type { ChangeType, LiveEntry, LiveLog } from './live-log.js';
 import { entryFilter, type Fields } from './selector.js';
-import { streamLiveLog } from './stream.js';
+import { isWatch, streamLiveLog } from './stream.js';
 
 /**
  * An entry as /debug shows it: the time in RFC 3339 with milliseconds and its version; for a log of
  * objects that change (entries with an id), the object's name and the change's type too.
  */
-function shown<E extends LiveEntry & { time: number }>(e: E, log: LiveLog<E>): Shown<E> {
+function shown<E extends LiveEntry & { time: number }>(e: E, liveLog: LiveLog<E>): Shown<E> {
   return {
     ...e,
     time: new Date(e.time).toISOString(),
-    resourceVersion: log.version(e.seq),
-    ...(e.id !== undefined ? { objectName: log.nameOf(e), event: log.changeType(e) } : {}),
+    resourceVersion: liveLog.version(e.seq),
+    ...(e.id !== undefined ? { objectName: liveLog.nameOf(e), event: liveLog.changeType(e) } : {}),
   };
 }
 
@@ -42,29 +40,29 @@ export interface LiveDebugRoute<E extends LiveEntry & { time: number }> {
 const watchTimeoutMs = 60 * 60_000;
 
 export function liveLogHandler<E extends LiveEntry & { time: number }>(
-  log: LiveLog<E> | undefined,
+  liveLog: LiveLog<E> | undefined,
   route: LiveDebugRoute<E>,
 ): RouteHandler {
   return (_req, res, url) => {
-    if (!log) return json(res, 404, { error: route.off });
-    const keep = entryFilter(route.fields, url.searchParams.get('fieldSelector') ?? '', log);
+    if (!liveLog) return json(res, 404, { error: route.off });
+    const keep = entryFilter(route.fields, url.searchParams.get('fieldSelector') ?? '', liveLog);
     if (typeof keep !== 'function') return json(res, 400, { error: `fieldSelector: ${keep.error}` });
     if (!isWatch(url)) {
       return json(res, 200, {
-        resourceVersion: log.version(log.last),
-        size: log.size,
-        [route.resource]: log
+        resourceVersion: liveLog.version(liveLog.last),
+        size: liveLog.size,
+        [route.resource]: liveLog
           .current()
           .filter(keep)
-          .map((e) => shown(e, log)),
+          .map((e) => shown(e, liveLog)),
       });
     }
     const version = url.searchParams.get('resourceVersion');
     streamLiveLog(res, {
-      log,
-      after: version === null ? log.last : log.watchAfter(version),
+      liveLog,
+      after: version === null ? liveLog.last : liveLog.watchAfter(version),
       keep,
-      line: (e) => `${JSON.stringify(shown(e, log))}\n`,
+      line: (e) => `${JSON.stringify(shown(e, liveLog))}\n`,
       contentType: 'application/x-ndjson',
       timeoutMs: watchTimeoutMs,
     });

@@ -42,7 +42,8 @@ export abstract class LiveLog<E extends LiveEntry> {
   /** Cancels the pending batch; set while one is due. */
   private timer?: () => void;
   private readonly flushMs: number;
-  private readonly clock: Clock;
+  /** What the batches, and the watches streamed from this log, wait on. */
+  readonly clock: Clock;
 
   constructor(
     private readonly opts: LiveLogOptions,

@@ -84,12 +84,12 @@ export function parseSelector<E>(fields: Fields<E>, text: string): Selector<E> |
   return (e, objectName) => tests.every((t) => t(e, objectName));
 }
 
-/** The entries of `log` that `text` selects (each by its name there), or what is wrong with the text. */
+/** The entries of `liveLog` that `text` selects (each by its name there), or what is wrong with the text. */
 export function entryFilter<E extends LiveEntry>(
   fields: Fields<E>,
   text: string,
-  log: Pick<LiveLog<E>, 'nameOf'>,
+  liveLog: Pick<LiveLog<E>, 'nameOf'>,
 ): ((e: E) => boolean) | { error: string } {
   const selector = parseSelector(fields, text);
-  return typeof selector === 'function' ? (e) => selector(e, log.nameOf(e)) : selector;
+  return typeof selector === 'function' ? (e) => selector(e, liveLog.nameOf(e)) : selector;
 }

@@ -6,9 +6,12 @@
 import type http from 'node:http';
 import type { LiveEntry, LiveLog } from './live-log.js';
 
+/** Whether a GET of a collection is a watch: what is authorized as `watch` is exactly what streams. */
+export const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get('watch') ?? '');
+
 export interface LiveStream<E extends LiveEntry = LiveEntry> {
-  log: LiveLog<E>;
-  /** Changes after this seq are sent: 0 for everything held, `log.last` for only what comes. */
+  liveLog: LiveLog<E>;
+  /** Changes after this seq are sent: 0 for everything held, `liveLog.last` for only what comes. */
   after: number;
   keep: (e: E) => boolean;
   /** The text sent for a change, newline included; `first` for the first one sent. */
@@ -40,17 +43,19 @@ export function streamLiveLog<E extends LiveEntry>(res: http.ServerResponse, s: 
       }
     }
     if (chunk !== '') res.write(chunk);
-    s.log.skipped('slow', skipped);
+    s.liveLog.skipped('slow', skipped);
   };
-  send(s.log.entries(s.after));
-  const stop = s.log.subscribe(send);
+  send(s.liveLog.entries(s.after));
+  const stop = s.liveLog.subscribe(send);
+  let cancelTimeout = () => {};
   const finish = () => {
     stop();
-    clearTimeout(timer);
+    cancelTimeout();
   };
-  const timer = setTimeout(() => {
+  // The watch's end waits on its log's clock, as the log's batches do.
+  cancelTimeout = s.liveLog.clock.after(s.timeoutMs, () => {
     finish();
     res.end();
-  }, s.timeoutMs);
+  });
   res.on('close', finish);
 }

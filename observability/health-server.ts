@@ -20,6 +20,11 @@ const { createServer } = process.getBuiltinModule('node:http');
 
 export type RouteHandler = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => void | Promise<void>;
 
+/** A debug route's answer: `body` as indented JSON. */
+export function json(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(`${JSON.stringify(body, null, 2)}\n`);
+}
+
 /** Decides whether a request may reach a protected route; answers it itself when not. */
 export type Guard = (req: http.IncomingMessage, res: http.ServerResponse) => Promise<boolean>;
 

@@ -10,7 +10,7 @@ export type RulesListener = (next: RuleSet, previous: RuleSet) => void;
 const identity = (rule: Rule) => JSON.stringify(rule);
 
 export class RuleHolder {
-  private rules: RuleSet;
+  private ruleSet: RuleSet;
   private readonly listeners = new Set<RulesListener>();
   private readonly inForceSince = new WeakMap<Rule, number>();
   /** Counts replacements; the DNS server uses it as the SOA serial. */
@@ -20,13 +20,13 @@ export class RuleHolder {
     initial: RuleSet,
     private readonly now: () => number = Date.now,
   ) {
-    this.rules = initial;
+    this.ruleSet = initial;
     const at = now();
     for (const rule of initial.rules) this.inForceSince.set(rule, at);
   }
 
   get current(): RuleSet {
-    return this.rules;
+    return this.ruleSet;
   }
 
   /** When `rule` (of the current set) came into force, in ms since the epoch. */
@@ -35,11 +35,11 @@ export class RuleHolder {
   }
 
   replace(next: RuleSet): void {
-    const previous = this.rules;
+    const previous = this.ruleSet;
     const kept = new Map(previous.rules.map((r) => [identity(r), this.since(r)]));
     const at = this.now();
     for (const rule of next.rules) this.inForceSince.set(rule, kept.get(identity(rule)) ?? at);
-    this.rules = next;
+    this.ruleSet = next;
     this.generation++;
     for (const listener of this.listeners) listener(next, previous);
   }

@@ -30,14 +30,14 @@ const hostQuery = (hosts: readonly string[]) => hosts.map((h) => `host=${encodeU
 /** `nodeIps`: a per-node agent's --node-ips, announced as ipv4=/ipv6= (rules/node.ts). */
 export function agentIdentifiers(
   flag: string,
-  rules: RuleSet | undefined,
+  ruleSet: RuleSet | undefined,
   nodeIps: readonly string[] = [],
 ): AgentIdentifiers {
-  const ownRules = (rules?.rules ?? []).filter((r) => r.kind === 'cluster' || r.kind === 'node');
+  const ownRules = (ruleSet?.rules ?? []).filter((r) => r.kind === 'cluster' || r.kind === 'node');
   const own = mergeIdentifiers(flag, nodeIdentifiers(nodeIps), hostQuery(ownRules.flatMap((r) => r.names)));
   const taken = new Set(new URLSearchParams(own).getAll('host'));
   const groups = new Set<string>();
-  for (const rule of rules?.rules ?? []) {
+  for (const rule of ruleSet?.rules ?? []) {
     if (ownRules.includes(rule)) continue;
     const names = rule.names.filter((n) => !taken.has(n));
     if (names.length > 0) groups.add(hostQuery([...names].sort()));

@@ -19,7 +19,8 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js';
 import { FakeApiServer } from './support/fake-apiserver.js';
 import { runCli } from './support/processes.js';
-import { waitUntilAsync } from './support/wait.js';
+import { ManualClock } from './support/manual-clock.js';
+import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: answers are plain JSON, read by path
 type Obj = Record<string, any>;
@@ -138,7 +139,6 @@ async function ask(name: string): Promise<void> {
 /** A watch over TLS: its events, one JSON object a line, as they come. */
 function watchEvents(path: string, as: Call) {
   const events: Obj[] = [];
-  const waiters: Array<() => void> = [];
   let req!: http.ClientRequest;
   const opened = new Promise<void>((resolveOpened, reject) => {
     req = https.request(requestTo(path, as), (res) => {
@@ -151,7 +151,6 @@ function watchEvents(path: string, as: Call) {
           events.push(JSON.parse(text.slice(0, nl)) as Obj);
           text = text.slice(nl + 1);
         }
-        for (const w of waiters.splice(0)) w();
       });
       res.on('end', () => doneResolve());
     });
@@ -163,18 +162,19 @@ function watchEvents(path: string, as: Call) {
   let seen = 0;
   /** The next event (after those already returned) that `wanted` accepts. */
   const next = async (wanted: (e: Obj) => boolean): Promise<Obj> => {
-    const deadline = Date.now() + 20_000; // bounds a failure only
-    for (;;) {
-      while (seen < events.length) {
-        const e = events[seen++]!;
-        if (wanted(e)) return e;
-      }
-      if (Date.now() > deadline) throw new Error(`no such event in ${JSON.stringify(events)}`);
-      await new Promise<void>((r) => {
-        waiters.push(r);
-        setTimeout(r, 100);
-      });
-    }
+    let found: Obj | undefined;
+    await waitUntil(
+      () => {
+        while (found === undefined && seen < events.length) {
+          const e = events[seen++]!;
+          if (wanted(e)) found = e;
+        }
+        return found !== undefined;
+      },
+      20_000,
+      () => `such an event in ${JSON.stringify(events)}`,
+    );
+    return found!;
   };
   return { opened, next, done, close: () => req.destroy() };
 }
@@ -722,7 +722,7 @@ describe('dns.spoke-agent.io on its own port', () => {
   });
 
   it('caches reviews as the generic API server does: tokens 10 s, allowed 10 s, denied 10 s; system:masters needs none', async () => {
-    let now = 1_000_000;
+    const clock = new ManualClock();
     const asked = { tokens: 0, access: 0 };
     const reviewer = {
       authenticate: async (token: string) => {
@@ -746,7 +746,7 @@ describe('dns.spoke-agent.io on its own port', () => {
       routes: { resolver: dnsStack.dns.resolver, holder: dnsStack.holder },
       log,
       registry: new Registry(),
-      now: () => now,
+      clock,
     });
     const { port } = await cached.listen();
     const as = (token: string) =>
@@ -770,10 +770,10 @@ describe('dns.spoke-agent.io on its own port', () => {
     try {
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 2, access: 2 });
-      now += 9_999;
+      await clock.advance(9_999);
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 2, access: 2 });
-      now += 2;
+      await clock.advance(2);
       expect([await as('yes-token'), await as('no-token')]).toEqual([200, 403]);
       expect(asked).toEqual({ tokens: 4, access: 4 });
       expect(await as('root-token')).toBe(200);

@@ -431,7 +431,7 @@ describe('the rules ConfigMap with no flag', () => {
     const log = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const path = '/api/v1/namespaces/ns/configmaps';
     fake.forbidden.add(path);
-    const rules = {
+    const ruleFlags = {
       clusterName: 'c1',
       agentNamespace: 'ns',
       clusterDomain: 'cluster.local',
@@ -440,7 +440,7 @@ describe('the rules ConfigMap with no flag', () => {
       nodeName: '',
       nodeIps: [],
     };
-    const initial = rulesFromFlags(rules);
+    const initial = rulesFromFlags(ruleFlags);
     if (!initial.ok) throw new Error(initial.errors.join());
     const holder = new RuleHolder(initial.value);
     const { values } = parseFlags(kubeFlags, [
@@ -449,7 +449,7 @@ describe('the rules ConfigMap with no flag', () => {
     ]);
     const stop = startKubeSources({
       kube: values,
-      rules,
+      ruleFlags,
       holder,
       log,
       registry: new Registry(),

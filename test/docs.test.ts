@@ -1,7 +1,8 @@
 // The documentation stays true: the generated tables of the component READMEs match the code
 // (`npm run docs`), every metric the agent registers is in some component's table, every source file
 // has a line in its folder README's table of files (and every file tabled exists), every README's
-// local links resolve, and the front door stays a front door.
+// local links resolve, the front door stays a front door, and CONTRIBUTING.md's layout lists every
+// folder with the floor its imports run down from.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { Registry } from 'prom-client';
@@ -118,5 +119,54 @@ describe('README.md', () => {
     const readme = read('README.md');
     expect(readme.split('\n').length).toBeLessThanOrEqual(260);
     expect(readme).not.toMatch(/<!-- (flags|metrics|bench):start -->/);
+  });
+});
+
+/** CONTRIBUTING.md's layout: each folder and its floor (`-` for a folder without code). */
+function layout(): Map<string, number | undefined> {
+  const section = read('CONTRIBUTING.md').split('\n## Layout\n')[1]!.split('\n## ')[0]!;
+  const rows = [...section.matchAll(/^\| (\d+|-) \| \[([\w-]+)\/\]/gm)];
+  return new Map(rows.map(([, floor, folder]) => [folder!, floor === '-' ? undefined : Number(floor)]));
+}
+
+/** The folder under the root that a relative import of `file` reaches, or undefined outside any. */
+function folderImported(file: string, specifier: string): string | undefined {
+  const target = relative(repoRoot, join(repoRoot, dirname(file), specifier));
+  return target.includes('/') && !target.startsWith('..') ? target.split('/')[0] : undefined;
+}
+
+describe('CONTRIBUTING.md layout', () => {
+  const folders = layout();
+
+  it('lists every folder of the repository, and none that is gone', () => {
+    const present = readdirSync(repoRoot, { withFileTypes: true })
+      .filter(
+        (e) =>
+          e.isDirectory() && !e.name.startsWith('.') && !['node_modules', 'dist', 'build', 'coverage'].includes(e.name),
+      )
+      .map((e) => e.name)
+      .sort();
+    expect([...folders.keys()].sort()).toEqual(present);
+  });
+
+  // dial-policy/ still takes DialDenied from agent/dialer.ts: the dial rework (issue 35, step 2) turns it round.
+  const pending = new Set([
+    'dial-policy/allowlist.ts -> agent',
+    'dial-policy/resolve.ts -> agent',
+    'dial-policy/dial-policy.ts -> agent',
+  ]);
+
+  it.each(codeFolders)('%s imports only from its own folder and lower floors', (folder) => {
+    const floor = folders.get(folder);
+    expect(floor, `${folder}/ has a floor in CONTRIBUTING.md's layout`).toBeTypeOf('number');
+    const upwards = sourceFiles(folder).flatMap((file) =>
+      [...read(file).matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].flatMap(([, specifier]) => {
+        const to = folderImported(file, specifier!);
+        if (to === undefined || to === folder || pending.has(`${file} -> ${to}`)) return [];
+        const toFloor = folders.get(to);
+        return toFloor !== undefined && toFloor < floor! ? [] : [`${file} -> ${to}/ (floor ${toFloor ?? '?'})`];
+      }),
+    );
+    expect(upwards, `imports from floor ${floor} that do not run down`).toEqual([]);
   });
 });

@@ -80,7 +80,7 @@ beforeAll(async () => {
   stops.push(
     startKubeSources({
       kube: values,
-      rules: ruleValues,
+      ruleFlags: ruleValues,
       holder,
       log,
       registry,

@@ -137,9 +137,11 @@ describe('graceful shutdown of the agent process', () => {
     child.kill('SIGTERM');
     child.kill('SIGTERM');
     await drain;
-    // The agent tells a second signal from the duplicate by the wall clock (a second apart, in the
-    // child: no clock of ours to move), so the test lets that second pass.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The agent tells the operator's second signal from a terminal's duplicate by its wall clock, a
+    // second after the first (a child: no clock of ours to move). It sent DRAIN once it took the
+    // first, so a second after DRAIN arrived is past the agent's window, whatever the load.
+    const drained = Date.now();
+    await waitUntil(() => Date.now() - drained > 1000, 20_000, "the agent's window for a terminal's duplicate signal");
     // Still draining: the open connection holds it, and the immediate duplicate was ignored.
     expect(child.exitCode).toBe(null);
     child.kill('SIGTERM');

@@ -15,6 +15,7 @@ import { makePki, type TestPki } from './support/certs.js';
 import { startRulesAgent, type RulesAgent } from './support/rules-agent.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
 import { dialLoad, echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
+import { waitUntilAsync } from './support/wait.js';
 
 const { found, missing } = anpReleases();
 for (const note of missing) console.warn(`reregister-go: ${note}`);
@@ -90,17 +91,21 @@ function suite(release: AnpRelease): void {
         if (g > 2) await probes[g - 3];
         spoke.holder.replace(rules(g));
         // Each new name, dialled until it routes to the agent ("No agent available" until then).
-        const deadline = performance.now() + 30_000; // bounds a failure only
         probes.push(
-          (async () => {
-            for (;;) {
+          waitUntilAsync(
+            async () => {
               try {
-                return await echoThrough(`gen${g}.cluster1`, 2000);
+                await echoThrough(`gen${g}.cluster1`, 2000);
+                return true;
               } catch (err) {
-                if (!/No agent available/.test((err as Error).message) || performance.now() > deadline) throw err;
+                if (!/No agent available/.test((err as Error).message)) throw err;
+                return false;
               }
-            }
-          })(),
+            },
+            30_000,
+            `gen${g}.cluster1 to route to the agent`,
+            0,
+          ),
         );
       }
       await Promise.all(probes);

@@ -5,6 +5,7 @@
 // only if it changed. Where a folder cannot be watched (no inotify, its limit reached) the caller polls.
 import { watch, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
+import { type Clock, systemClock } from '../clock/clock.js';
 
 export interface CredentialWatch {
   /** False when some folder could not be watched: the caller looks for changes itself. */
@@ -16,18 +17,19 @@ export interface CredentialWatch {
 export function watchCredentialFolders(
   paths: readonly string[],
   onChange: () => void,
+  clock: Clock = systemClock,
   settleMs = 100,
 ): CredentialWatch {
   const watchers: FSWatcher[] = [];
-  let timer: NodeJS.Timeout | undefined;
+  /** Cancels the pending call; set while one is due. */
+  let cancel: (() => void) | undefined;
   let complete = true;
   const changed = () => {
-    if (timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
+    if (cancel) return;
+    cancel = clock.after(settleMs, () => {
+      cancel = undefined;
       onChange();
-    }, settleMs);
-    timer.unref();
+    });
   };
   for (const folder of new Set(paths.filter(Boolean).map((p) => dirname(p)))) {
     try {
@@ -43,7 +45,7 @@ export function watchCredentialFolders(
       return complete;
     },
     close: () => {
-      clearTimeout(timer);
+      cancel?.();
       for (const w of watchers) w.close();
     },
   };

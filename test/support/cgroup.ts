@@ -4,7 +4,7 @@
 // `memoryCgroup` says why not, and the callers skip with that note.
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { memoryCgroupPaths } from '../../cmd/container-memory.js';
+import { memoryCgroupPaths } from '../../memory/container-memory.js';
 
 export interface MemoryCgroup {
   dir: string;

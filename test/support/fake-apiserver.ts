@@ -11,7 +11,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseLabelSelector, selectorMatches } from '../../kube/label-selector.js';
+import { parseLabelSelector, selectorMatches } from '../../flags/label-selector.js';
 
 export type Collection = 'configmaps' | 'services' | 'namespaces' | 'leases';
 
@@ -386,7 +386,7 @@ function readJson(req: http.IncomingMessage): Promise<{ spec?: Record<string, un
   });
 }
 
-/** Label selectors in the full syntax (kube/label-selector.ts), and field selectors on metadata.name / metadata.namespace. */
+/** Label selectors in the full syntax (flags/label-selector.ts), and field selectors on metadata.name / metadata.namespace. */
 function selectorMatcher(labelSelector: string, fieldSelector: string): (o: Obj) => boolean {
   const requirements = parseLabelSelector(labelSelector);
   if (typeof requirements === 'string') throw new Error(requirements);

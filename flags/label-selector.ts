@@ -124,3 +124,9 @@ export function selectorMatches(requirements: readonly LabelRequirement[], label
     }
   });
 }
+
+/** A flag's validator: what is wrong with a selector, or undefined when it parses. */
+export function labelSelectorProblem(s: string): string | undefined {
+  const parsed = parseLabelSelector(s);
+  return typeof parsed === 'string' ? parsed : undefined;
+}

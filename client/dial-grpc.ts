@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
 import { joinHostPort } from '../net/address.js';
 import { DialError, type DialContext, type DialOptions } from './dial.js';
-import { newRandom } from './random.js';
+import { newRandom } from '../proto/random.js';
 import { ProxyTlsCredentials } from './proxy-tls.js';
 
 /** gRPC refuses messages over 4 MiB by default; smaller ones also keep flow control fine-grained. */
@@ -35,7 +35,7 @@ function describe(pkt: Packet | OutPacket): string | undefined {
   }
 }
 
-class GrpcTunnel extends Duplex {
+class GrpcConnection extends Duplex {
   connectID = '0';
   /** CLOSE_RSP received, or the stream ended: nothing more to send. */
   private finished = false;
@@ -138,7 +138,7 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
   });
   const call = (client as unknown as { Proxy(): ProxyCall }).Proxy();
   const random = newRandom();
-  const tunnel = new GrpcTunnel(client, call, random, ctx);
+  const conn = new GrpcConnection(client, call, random, ctx);
 
   return new Promise((resolve, reject) => {
     let dialing = true;
@@ -152,31 +152,31 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
       reject(new DialError(message));
     };
     const timer = setTimeout(() => {
-      // Go sends DIAL_CLS on its backstop and closes the tunnel.
-      tunnel.send({ type: PacketType.DIAL_CLS, closeDial: { random } });
+      // Go sends DIAL_CLS on its backstop and closes the connection.
+      conn.send({ type: PacketType.DIAL_CLS, closeDial: { random } });
       fail(`dial timeout after ${ctx.timeoutMs} ms`);
     }, ctx.timeoutMs);
 
     call.on('metadata', () => ctx.event({ kind: 'connected', ms: ctx.elapsed(), to: target }));
     call.on('data', (pkt: Packet) => {
       ctx.event({ kind: 'received', ms: ctx.elapsed(), packet: packetTypeName(pkt.type), detail: describe(pkt) });
-      if (!dialing) return tunnel.receive(pkt);
+      if (!dialing) return conn.receive(pkt);
       if (pkt.type === PacketType.DIAL_RSP && pkt.dialResponse?.random === random) {
         if (pkt.dialResponse.error) return fail(pkt.dialResponse.error);
         dialing = false;
         clearTimeout(timer);
-        tunnel.connectID = pkt.dialResponse.connectID;
-        ctx.event({ kind: 'established', ms: ctx.elapsed(), connectID: tunnel.connectID });
-        resolve(tunnel);
+        conn.connectID = pkt.dialResponse.connectID;
+        ctx.event({ kind: 'established', ms: ctx.elapsed(), connectID: conn.connectID });
+        resolve(conn);
       } else if (pkt.type === PacketType.DIAL_CLS && pkt.closeDial?.random === random) {
         fail('dial closed');
       }
     });
-    call.on('end', () => (dialing ? fail('tunnel closed') : tunnel.remoteClosed('stream ended')));
+    call.on('end', () => (dialing ? fail('tunnel closed') : conn.remoteClosed('stream ended')));
     call.on('error', (err: grpc.ServiceError) => {
       if (dialing) fail(err.details || err.message);
-      else if (err.code !== grpc.status.CANCELLED) tunnel.destroy(new Error(err.details || err.message));
+      else if (err.code !== grpc.status.CANCELLED) conn.destroy(new Error(err.details || err.message));
     });
-    tunnel.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: opts.address, random } });
+    conn.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address: opts.address, random } });
   });
 }

@@ -9,7 +9,7 @@ import { releaseMemoryWhenIdle } from './idle-memory.js';
 // script waits on what it measures (the young generation back under 1 MiB), 20 s at most.
 const script = `
 import { getHeapSpaceStatistics } from 'node:v8';
-import { releaseMemoryWhenIdle } from ${JSON.stringify(join(repoRoot, 'observability/idle-memory.ts'))};
+import { releaseMemoryWhenIdle } from ${JSON.stringify(join(repoRoot, 'memory/idle-memory.ts'))};
 import { waitUntilAsync } from ${JSON.stringify(join(repoRoot, 'test/support/wait.ts'))};
 const young = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
 const shrunk = (what) =>

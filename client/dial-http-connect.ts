@@ -1,5 +1,5 @@
 // HTTP CONNECT mode: a TCP (or TLS) connection to the proxy-server's CONNECT port, then
-// `CONNECT host:port HTTP/1.1`; on 200 the socket itself is the tunnel (Go's test-client, http-connect).
+// `CONNECT host:port HTTP/1.1`; on 200 the socket itself is the connection (Go's test-client, http-connect).
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
@@ -13,7 +13,7 @@ const maxBodyBytes = 64 * 1024;
 export interface ConnectReply {
   status: number;
   statusLine: string;
-  /** Bytes after the header: the body of a refusal, or the first tunnel bytes after a 200. */
+  /** Bytes after the header: the body of a refusal, or the connection's first bytes after a 200. */
   rest: Buffer;
 }
 

@@ -1,6 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { parseFlags } from '../flags/flags.js';
-import { agentFlags, leaseSelector } from '../agent/options.js';
 import { parseLabelSelector, selectorMatches } from './label-selector.js';
 
 const matches = (selector: string, labels: Record<string, string>) => {
@@ -57,17 +55,5 @@ describe('label selectors (apimachinery labels.Parse)', () => {
     expect(matches('k8s-app', {})).toBe(false);
     expect(matches('gen>2', { gen: '3' })).toBe(true);
     expect(matches('gen>2', { gen: 'x' })).toBe(false);
-  });
-
-  it('--lease-label-selector takes the full syntax and is checked at start; --lease-label is its alias', () => {
-    const flags = (...args: string[]) => parseFlags(agentFlags, args).values;
-    expect(leaseSelector(flags('--lease-label-selector=k8s-app in (konnectivity-server),!canary'))).toBe(
-      'k8s-app in (konnectivity-server),!canary',
-    );
-    expect(leaseSelector(flags('--lease-label=app=proxy,tier!=canary'))).toBe('app=proxy,tier!=canary');
-    expect(leaseSelector(flags())).toBe('k8s-app=konnectivity-server');
-    expect(leaseSelector(flags('--lease-label=a=b', '--lease-label-selector=c=d'))).toBe('c=d');
-    expect(() => flags('--lease-label-selector=*notavalidlabel*')).toThrow(/--lease-label-selector.*notavalidlabel/);
-    expect(() => flags('--lease-label=a in (b')).toThrow(/--lease-label.*unbalanced/);
   });
 });
