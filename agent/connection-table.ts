@@ -9,12 +9,13 @@ import type { BufferBudget } from './buffer-budget.js';
 import { DialRecord, type DialResult } from './dial-log.js';
 import type { DialRecorder } from './dial-recorder.js';
 import type { RuleTraffic } from './dial-traffic.js';
-import { DialCancel, TargetDialError } from './dialer.js';
+import { DialCancel, type DialRoute, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
-export type Dial = (address: string, cancel: DialCancel) => Promise<Duplex>;
+/** Dials a DIAL_REQ's address: the socket and the way the dial went, or a TargetDialError with how far it got. */
+export type Dial = (address: string, cancel: DialCancel) => Promise<DialRoute & { socket: Duplex }>;
 
 /** A dial in progress: its cancel hook, and what its record starts from. */
 class PendingDial extends DialCancel {
@@ -182,7 +183,7 @@ export class ConnectionTable {
         }
         this.pending.delete(random);
         cancel.cancel();
-        this.record(cancel, 'cancelled', 'cancelled by DIAL_CLS');
+        this.record(cancel, 'cancelled', 'cancelled by DIAL_CLS', {});
         this.opts.metrics.dialCancellations.inc();
         this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
         this.notifyIfIdle();
@@ -212,7 +213,7 @@ export class ConnectionTable {
     this.pending.set(random, cancel);
     const { started } = cancel;
     this.opts.dial(address, cancel).then(
-      (socket) => {
+      ({ socket, ...route }) => {
         if (this.pending.get(random) !== cancel) {
           // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
           socket.destroy();
@@ -229,7 +230,7 @@ export class ConnectionTable {
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         setImmediate(() => {
           // Recorded after the answer, and before any byte is relayed (its rule's counts take them).
-          const settled = this.record(cancel, 'connected', undefined, connectID);
+          const settled = this.record(cancel, 'connected', undefined, route, connectID);
           if (settled) {
             conn.traffic = settled.traffic;
             if (conn.closedBy === undefined) this.records.set(conn, settled);
@@ -247,7 +248,13 @@ export class ConnectionTable {
         const reason = err instanceof TargetDialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
-        this.record(cancel, reason === 'denied' ? 'refused' : reason === 'cancelled' ? 'cancelled' : 'error', message);
+        const route = err instanceof TargetDialError ? err.route : {};
+        this.record(
+          cancel,
+          reason === 'denied' ? 'refused' : reason === 'cancelled' ? 'cancelled' : 'error',
+          message,
+          route,
+        );
         this.opts.log.info({ random, address, error: message }, 'dial failed');
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });
         this.notifyIfIdle();
@@ -260,14 +267,15 @@ export class ConnectionTable {
     dial: PendingDial,
     result: DialResult,
     reason: string | undefined,
+    route: DialRoute,
     connectID?: string,
   ): { record: DialRecord; traffic: RuleTraffic } | undefined {
     if (!this.opts.dials) return undefined;
     const record = new DialRecord(dial.time, dial.started, this.opts.server?.() ?? '', dial.destination);
     record.connectID = connectID;
-    record.rule = dial.rule;
-    record.name = dial.name;
-    record.address = dial.address;
+    record.rule = route.rule;
+    record.name = route.name;
+    record.address = route.address;
     record.result = result;
     record.reason = reason;
     record.dialMs = performance.now() - dial.started;

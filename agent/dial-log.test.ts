@@ -190,12 +190,10 @@ describe('ConnectionTable with a DialRecorder', () => {
 
   it('records a connection when it connects and again when it closes, with its bytes, and counts them under its rule', async () => {
     const targets: Duplex[] = [];
-    const { table, sent, log, metric } = setup(async (_address, cancel) => {
-      cancel.rule = '--expose=prod/web';
-      cancel.address = '127.0.0.1';
+    const { table, sent, log, metric } = setup(async () => {
       const [agentSide, targetSide] = duplexPair();
       targets.push(targetSide);
-      return agentSide;
+      return { socket: agentSide, rule: '--expose=prod/web', address: '127.0.0.1' };
     });
     table.handle(dialReq('1', 'web.prod.cluster1:80'));
     await waitUntil(() => log.last === 1 && targets.length === 1, 5000, 'the dial');
@@ -232,12 +230,10 @@ describe('ConnectionTable with a DialRecorder', () => {
   });
 
   it('records refusals, errors and DIAL_CLS cancellations, each under "(none)" without a rule', async () => {
-    const { table, log, metric } = setup(async (address, cancel) => {
-      if (address.startsWith('169.254')) {
-        cancel.address = '169.254.169.254';
-        throw new TargetDialError(`dial tcp ${address}: not allowed`, 'denied');
-      }
-      if (address.startsWith('slow')) return new Promise<Duplex>(() => {});
+    const { table, log, metric } = setup(async (address) => {
+      if (address.startsWith('169.254'))
+        throw new TargetDialError(`dial tcp ${address}: not allowed`, 'denied', { address: '169.254.169.254' });
+      if (address.startsWith('slow')) return new Promise<never>(() => {});
       throw new TargetDialError(`dial tcp ${address}: connect: connection refused`, 'refused');
     });
     table.handle(dialReq('1', '169.254.169.254:80'));

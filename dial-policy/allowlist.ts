@@ -1,19 +1,19 @@
 // The dial allowlist: with rules, the agent dials only what its rules resolve to, plus --allowed-cidrs,
 // so a hub cannot use it to reach the cloud metadata service or a node's SSH port. The decision is made
 // on the resolved address, before any connection attempt (agent/dialer.ts calls `authorize` for every
-// candidate first). The only I/O is the resolver passed in.
+// candidate first); another node's name is denied by name. The only I/O is the resolver passed in.
 import { isIP } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
-import { type DialAuthorizer, DialDenied, type HostResolver } from '../agent/dialer.js';
 import { type Cidr, cidrContains } from '../net/cidr.js';
 import { canonicalIp } from '../net/ip.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
+import type { DialAuthorizer, HostResolver } from './contract.js';
 import type { NodeLocalPorts } from './node-local.js';
 import type { DialResolution } from './resolve.js';
 
 /** How a dial's host resolves: resolve.ts resolveForDial over the embedded resolver, or a stand-in in tests. */
-export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match'>>;
+export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match' | 'denied'>>;
 
 export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
@@ -29,7 +29,7 @@ export interface DialAllowlistOptions {
   /** A per-node agent's node (node-local.ts): its addresses are dialled on its ports only. */
   node?: NodeLocalPorts;
   registry: Registry;
-  /** Called once per refusal, for the log. */
+  /** Called once per denial, for the log. */
   onDenied?: (host: string, address: string, reason: string) => void;
 }
 
@@ -58,22 +58,19 @@ export class DialAllowlist {
   }
 
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
-  readonly resolve: HostResolver = async (host, dial) => {
+  readonly resolve: HostResolver = async (host) => {
     const name = normalizeName(host);
-    let answer: Awaited<ReturnType<ResolveForDial>>;
-    try {
-      answer = await this.opts.resolveForDial(name);
-    } catch (err) {
-      if (err instanceof DialDenied) this.deny('other_node', host, '', err.message);
-      throw err;
-    }
+    const answer = await this.opts.resolveForDial(name);
+    if (answer.denied !== undefined) return { denied: this.deny('other_node', host, '', answer.denied) };
     const addresses = answer.addresses.map((a) => a.address);
-    if (answer.match) this.remember(name, addresses);
-    if (answer.match && dial) {
-      dial.rule = answer.match.rule.source;
-      if (answer.match.target.kind === 'fqdn') dial.name = answer.match.target.fqdn;
-    }
-    return addresses;
+    const { match } = answer;
+    if (!match) return { addresses };
+    this.remember(name, addresses);
+    return {
+      addresses,
+      rule: match.rule.source,
+      ...(match.target.kind === 'fqdn' ? { name: match.target.fqdn } : {}),
+    };
   };
 
   readonly authorize: DialAuthorizer = (host, address, port) => {

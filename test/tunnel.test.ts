@@ -86,12 +86,11 @@ beforeAll(async () => {
       '--dial-timeout=400ms',
     ],
     {
-      resolve: async (host, dial) => {
+      resolve: async (host) => {
         if (host === 'slow.cluster1') return new Promise(() => {});
-        if (host === 'web.prod.cluster1' && dial) dial.rule = '--expose=prod/web';
         const ip = names[host];
         if (!ip) throw new Error('not found');
-        return [ip];
+        return host === 'web.prod.cluster1' ? { addresses: [ip], rule: '--expose=prod/web' } : { addresses: [ip] };
       },
       authorize: (host) =>
         host === 'forbidden.cluster1' ? 'not allowed: no rule serves "forbidden.cluster1"' : undefined,
