@@ -7,7 +7,7 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dial } from './connection-table.js';
+import { ConnectionTable, type Dialer } from './connection-table.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -28,7 +28,7 @@ function sharedBudget(limit: number, stallMs: number): BufferBudget {
 
 function setup(
   opts: {
-    dial?: Dial;
+    dial?: Dialer;
     maxBuffer?: number;
     stallMs?: number;
     writable?: () => boolean;
@@ -45,7 +45,7 @@ function setup(
     ? budgetParts.get(opts.budget)!
     : { metrics: new AgentMetrics(new Registry()), clock: new ManualClock() };
   const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, clock, metrics, log });
-  const dial: Dial =
+  const dial: Dialer =
     opts.dial ??
     (async () => {
       const [agentSide, targetSide] = duplexPair();

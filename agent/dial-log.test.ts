@@ -11,8 +11,9 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 import { BufferBudget } from './buffer-budget.js';
-import { ConnectionTable, type Dial } from './connection-table.js';
-import { type DialEntry, DialLog, DialRecord } from './dial-log.js';
+import { ConnectionTable, type Dialer } from './connection-table.js';
+import { Dial } from './dial.js';
+import { type DialEntry, DialLog } from './dial-log.js';
 import { DialRecorder } from './dial-recorder.js';
 import { dialFields } from './dial-selector.js';
 import { DialTraffic } from './dial-traffic.js';
@@ -22,8 +23,8 @@ import { RefusalAudit, refusalLineBurst } from './refusal-audit.js';
 
 const silent = pino({ level: 'silent' });
 
-function record(destination: string, fields: Partial<DialRecord> = {}): DialRecord {
-  return Object.assign(new DialRecord(1_700_000_000_000, 0, 'server-a', destination), fields);
+function record(destination: string, fields: Partial<Dial> = {}): Dial {
+  return Object.assign(new Dial(1_700_000_000_000, 0, 'server-a', destination), fields);
 }
 
 describe('DialLog', () => {
@@ -155,7 +156,7 @@ describe('RefusalAudit', () => {
 });
 
 describe('ConnectionTable with a DialRecorder', () => {
-  function setup(dial: Dial) {
+  function setup(dial: Dialer) {
     const sent: OutPacket[] = [];
     const registry = new Registry();
     const metrics = new AgentMetrics(registry);

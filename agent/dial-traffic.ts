@@ -4,7 +4,7 @@
 // counts are plain numbers per rule, added where the tunnel already counts (a connection holds its
 // rule's counts), handed to prom-client when it is scraped.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { type DialResult, dialResults } from './dial-log.js';
+import { type DialResult, dialResults } from './dial.js';
 
 const noRule = '(none)';
 

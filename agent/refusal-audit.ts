@@ -6,7 +6,7 @@ import { Counter, type Registry } from 'prom-client';
 import type { Clock } from '../clock/clock.js';
 import { TokenBucket } from '../clock/token-bucket.js';
 import type { Logger } from '../observability/log.js';
-import type { DialRecord } from './dial-log.js';
+import type { Dial } from './dial.js';
 
 /** Audit lines a second at most, after a burst of this many. */
 const refusalLinesPerSecond = 5;
@@ -30,7 +30,7 @@ export class RefusalAudit {
     });
   }
 
-  refused(r: DialRecord): void {
+  refused(r: Dial): void {
     if (!this.bucket.take()) {
       this.suppressed++;
       this.suppressedLines.inc();

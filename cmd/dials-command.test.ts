@@ -2,7 +2,8 @@
 // (a health server on loopback over a dial log the test fills).
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { Dial } from '../agent/dial.js';
+import { DialLog } from '../agent/dial-log.js';
 import { dialsHandler } from '../agent/dials-handler.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
@@ -73,8 +74,8 @@ describe('dialLine', () => {
 describe('spoke-agent dials against /debug/dials', () => {
   it('lists the dials held (a field selector keeps the refusals), then with -w follows a connect and its close', async () => {
     const log = new DialLog({ size: 8 });
-    const record = (destination: string, fields: Partial<DialRecord>) =>
-      Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
+    const record = (destination: string, fields: Partial<Dial>) =>
+      Object.assign(new Dial(Date.now(), performance.now(), 'server-a', destination), fields);
     log.added(record('web.prod.cluster1:443', { connectID: '1', rule: '--expose=prod/web', address: '10.0.0.5' }));
     log.added(record('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }));
     const health = new HealthServer({

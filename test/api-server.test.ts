@@ -9,7 +9,8 @@ import https from 'node:https';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAuthenticationConfig } from '../apiserver/authentication.js';
-import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { Dial } from '../agent/dial.js';
+import { DialLog } from '../agent/dial-log.js';
 import { ApiServer } from '../apiserver/server.js';
 import { startApiServer } from '../apiserver/setup.js';
 import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
@@ -33,8 +34,8 @@ let dnsStack: ExplainedDns;
 let server: Awaited<ReturnType<typeof startApiServer>>;
 /** The dial log the API serves; the tunnel's own records are tested in agent/ and through a hub in tunnel.test.ts. */
 const dialLog = new DialLog({ size: 16 });
-const dialRecord = (destination: string, fields: Partial<DialRecord>) =>
-  Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
+const dialRecord = (destination: string, fields: Partial<Dial>) =>
+  Object.assign(new Dial(Date.now(), performance.now(), 'server-a', destination), fields);
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
 const otherCa = createCa('other-ca');
