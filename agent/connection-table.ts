@@ -45,7 +45,7 @@ export interface ConnectionTableOptions {
   connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
-  /** Where each dial is told (per-rule metrics, the dial log, refusal audit lines). */
+  /** Where each dial is told (per-rule metrics, the dial log, denial audit lines). */
   dials?: DialRecorder;
   /** The proxy-server's ID this stream is to (known once the stream is open). */
   server?: () => string;
@@ -239,7 +239,7 @@ export class ConnectionTable {
         const reason = err instanceof TargetDialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
-        const result = reason === 'denied' ? 'refused' : reason === 'cancelled' ? 'cancelled' : 'error';
+        const result = reason === 'denied' || reason === 'cancelled' ? reason : 'error';
         this.settle(dial, result, message, err instanceof TargetDialError ? err.route : {});
         this.opts.log.info({ random, address, error: message }, 'dial failed');
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });

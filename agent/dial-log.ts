@@ -1,5 +1,5 @@
 // The dial log: the last --dial-log-size tunnelled connections (live-log/live-log.ts does the
-// versions, watchers and batching). A dial (dial.ts) is logged when it settles (connected, refused by
+// versions, watchers and batching). A dial (dial.ts) is logged when it settles (connected, denied by
 // the dial policy, failed, cancelled by DIAL_CLS) and kept by reference; a connected one
 // changes once more when it closes (bytes, duration, how it closed), which is a second change in the
 // ring (MODIFIED to watchers). The ring holds two changes per dial, so it holds at least the last N

@@ -1,15 +1,15 @@
 // What the connection table tells about each dial, and where it goes: the per-rule metrics
-// (always), the dial log (--dial-log-size > 0) and, for a refusal, the audit line. Called once when
+// (always), the dial log (--dial-log-size > 0) and, for a denial, the audit line. Called once when
 // a dial settles and once when a connected one closes: nothing per packet.
 import type { Dial } from './dial.js';
 import type { DialLog } from './dial-log.js';
 import type { DialTraffic, RuleTraffic } from './dial-traffic.js';
-import type { RefusalAudit } from './refusal-audit.js';
+import type { DenialAudit } from './denial-audit.js';
 
 export class DialRecorder {
   constructor(
     private readonly traffic: DialTraffic,
-    private readonly audit: RefusalAudit,
+    private readonly audit: DenialAudit,
     readonly log: DialLog | undefined,
   ) {}
 
@@ -20,7 +20,7 @@ export class DialRecorder {
     if (r.result === 'connected') {
       t.open++;
       t.latency.observe(r.dialMs / 1000);
-    } else if (r.result === 'refused') this.audit.refused(r);
+    } else if (r.result === 'denied') this.audit.denied(r);
     this.log?.added(r);
     return t;
   }

@@ -6,8 +6,9 @@
 // Dial objects, their Table columns and their OpenAPI schema are built from this type and that table.
 import type { DialRoute } from './dialer.js';
 
-export type DialResult = 'connected' | 'refused' | 'error' | 'cancelled';
-export const dialResults: readonly DialResult[] = ['connected', 'refused', 'error', 'cancelled'];
+/** `denied`: by the dial policy, before any connection attempt; a target's refusal (ECONNREFUSED) is an `error`. */
+export type DialResult = 'connected' | 'denied' | 'error' | 'cancelled';
+export const dialResults: readonly DialResult[] = ['connected', 'denied', 'error', 'cancelled'];
 
 export class Dial {
   /** Its place in the dial log (the seq of its first change); 0 until logged. */
@@ -87,7 +88,7 @@ export const dialSchema = {
     type: 'string',
     enum: dialResults,
     description:
-      'connected, refused (by the dial policy: no rule resolves to the address, nor --allowed-cidrs), error (the dial failed) or cancelled (DIAL_CLS from the hub).',
+      'connected, denied (by the dial policy: no rule resolves to the address, nor --allowed-cidrs), error (the dial failed, a target that refused the connection included) or cancelled (DIAL_CLS from the hub).',
   },
   reason: {
     in: 'status',
@@ -117,7 +118,7 @@ export const dialSchema = {
     in: 'status',
     type: 'string',
     optional: true,
-    description: 'The address dialled (the one connected, or the one refused).',
+    description: 'The address dialled (the one connected, or the one denied).',
   },
   open: { in: 'status', type: 'boolean', description: 'The connection is open.' },
   dialMs: {

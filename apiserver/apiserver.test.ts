@@ -430,9 +430,9 @@ describe('OpenAPI', () => {
   const open = new Dial(Date.now(), 0, 'server-1', 'search.default.cluster1:443');
   Object.assign(open, { connectID: '7', rule: '--expose=default/search', name: 't', address: '10.0.0.1', dialMs: 1.5 });
   dialLog.added(open);
-  const refused = new Dial(Date.now(), 0, 'server-1', '169.254.169.254:80');
-  Object.assign(refused, { result: 'refused', reason: 'not allowed', address: '169.254.169.254' });
-  dialLog.added(refused);
+  const denied = new Dial(Date.now(), 0, 'server-1', '169.254.169.254:80');
+  Object.assign(denied, { result: 'denied', reason: 'not allowed', address: '169.254.169.254' });
+  dialLog.added(denied);
   Object.assign(open, { bytesToTarget: 10, bytesFromTarget: 20, durationMs: 30, closedBy: 'CLOSE_REQ' });
   dialLog.modified(open);
   const explanation = {

@@ -208,14 +208,14 @@ export const dialColumns: Column<DialObject>[] = [
     name: 'Address',
     type: 'string',
     priority: 0,
-    description: 'The address dialled (or refused).',
+    description: 'The address dialled (or denied).',
     cell: (o) => orNone(o.status.address),
   },
   {
     name: 'Result',
     type: 'string',
     priority: 0,
-    description: 'connected, refused (by the dial policy), error or cancelled (DIAL_CLS); "open" while connected.',
+    description: 'connected, denied (by the dial policy), error or cancelled (DIAL_CLS); "open" while connected.',
     cell: (o) => (o.status.open ? 'open' : o.status.result),
   },
   {

@@ -51,7 +51,7 @@ export class DialAllowlist {
     this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalizeName));
     this.denied = new Counter({
       name: 'spoke_agent_dials_denied_total',
-      help: "Dials refused before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
+      help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
       labelNames: ['reason'],
       registers: [opts.registry],
     });
@@ -76,8 +76,8 @@ export class DialAllowlist {
   readonly authorize: DialAuthorizer = (host, address, port) => {
     const { node } = this.opts;
     if (node?.owns(address)) {
-      const refusal = node.portRefusal(address, port);
-      return refusal && this.deny('node_port', host, address, refusal);
+      const denial = node.portDenial(address, port);
+      return denial && this.deny('node_port', host, address, denial);
     }
     if (this.cidrs.some((c) => cidrContains(c, address))) return undefined;
     const name = normalizeName(host);
