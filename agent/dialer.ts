@@ -103,7 +103,10 @@ async function lookup(host: string, deadline: number, opts: TargetDialOptions) {
     throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable');
   }
   if (!('denied' in found) && found.addresses.length === 0)
-    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable', found);
+    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable', {
+      rule: found.rule,
+      name: found.name,
+    });
   return found;
 }
 
