@@ -10,8 +10,9 @@ import { ClientSet } from './clientset.js';
 import { DialLog } from './dial-log.js';
 import { DialRecorder } from './dial-recorder.js';
 import { DialTraffic } from './dial-traffic.js';
-import { RefusalAudit } from './refusal-audit.js';
-import { dialTcp, type DialAuthorizer, type HostResolver } from './dialer.js';
+import { DenialAudit } from './denial-audit.js';
+import { dialTcp } from './dialer.js';
+import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
 import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
@@ -85,7 +86,7 @@ export class Agent {
         : undefined;
     const dials = new DialRecorder(
       new DialTraffic(this.registry),
-      new RefusalAudit(deps.log, deps.clock ?? systemClock, this.registry),
+      new DenialAudit(deps.log, deps.clock ?? systemClock, this.registry),
       this.dialLog,
     );
     this.clients = new ClientSet({

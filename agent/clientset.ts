@@ -18,7 +18,7 @@ import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
-import type { Dial } from './connection-table.js';
+import type { Dialer } from './connection-table.js';
 
 export interface ClientSetOptions {
   /** host:port of each proxy-server address (each may be a load balancer over several replicas). */
@@ -39,7 +39,7 @@ export interface ClientSetOptions {
   drainTimeoutMs: number;
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;
-  dial: Dial;
+  dial: Dialer;
   /** Where each dial is told (connection-table.ts). */
   dials?: DialRecorder;
   maxBuffer: number;

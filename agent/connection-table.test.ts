@@ -7,7 +7,7 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dial } from './connection-table.js';
+import { ConnectionTable, type Dialer } from './connection-table.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -28,7 +28,7 @@ function sharedBudget(limit: number, stallMs: number): BufferBudget {
 
 function setup(
   opts: {
-    dial?: Dial;
+    dial?: Dialer;
     maxBuffer?: number;
     stallMs?: number;
     writable?: () => boolean;
@@ -45,12 +45,12 @@ function setup(
     ? budgetParts.get(opts.budget)!
     : { metrics: new AgentMetrics(new Registry()), clock: new ManualClock() };
   const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, clock, metrics, log });
-  const dial: Dial =
+  const dial: Dialer =
     opts.dial ??
     (async () => {
       const [agentSide, targetSide] = duplexPair();
       targets.push(targetSide);
-      return agentSide;
+      return { socket: agentSide };
     });
   const table = new ConnectionTable({
     sink: {
@@ -133,7 +133,7 @@ describe('ConnectionTable', () => {
     const { table, sent } = setup({
       dial: async () => {
         if (calls++ === 0) throw new Error('dial tcp 127.0.0.1:1: connect: connection refused');
-        return duplexPair()[0];
+        return { socket: duplexPair()[0] };
       },
     });
     table.handle(dialReq('5'));
@@ -228,7 +228,7 @@ describe('ConnectionTable', () => {
           cancel.onCancel = () => (aborted = true);
           release = () => {
             produced = duplexPair()[0];
-            resolve(produced);
+            resolve({ socket: produced });
           };
         }),
     });
@@ -387,8 +387,9 @@ describe('ConnectionTable', () => {
     const { table, metrics } = setup({
       lingerMs: undefined,
       dial: async (address) => {
-        sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
-        return sockets.at(-1)!;
+        const dialled = await dialTcp(address, { timeoutMs: 1000 });
+        sockets.push(dialled.socket);
+        return dialled;
       },
     });
     try {
@@ -413,8 +414,9 @@ describe('ConnectionTable', () => {
     const { table, metrics, clock } = setup({
       lingerMs: 300,
       dial: async (address) => {
-        sockets.push(await dialTcp(address, { timeoutMs: 1000 }));
-        return sockets.at(-1)!;
+        const dialled = await dialTcp(address, { timeoutMs: 1000 });
+        sockets.push(dialled.socket);
+        return dialled;
       },
     });
     const closing = async () => (await metrics.closingEndpointConnections.get()).values[0]!.value;

@@ -6,24 +6,21 @@ import type { Clock } from '../clock/clock.js';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { DialRecord, type DialResult } from './dial-log.js';
+import { Dial, type DialResult } from './dial.js';
 import type { DialRecorder } from './dial-recorder.js';
 import type { RuleTraffic } from './dial-traffic.js';
-import { DialCancel, TargetDialError } from './dialer.js';
+import { DialCancel, type DialRoute, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
-export type Dial = (address: string, cancel: DialCancel) => Promise<Duplex>;
+/** Dials a DIAL_REQ's address: the socket and the way the dial went, or a TargetDialError with how far it got. */
+export type Dialer = (address: string, cancel: DialCancel) => Promise<DialRoute & { socket: Duplex }>;
 
-/** A dial in progress: its cancel hook, and what its record starts from. */
-class PendingDial extends DialCancel {
-  /** When the DIAL_REQ arrived: ms since the epoch, and performance.now(). */
-  readonly time = Date.now();
-  readonly started = performance.now();
-  constructor(readonly destination: string) {
-    super();
-  }
+/** A dial in progress: its record, and the token DIAL_CLS cancels it with. */
+interface PendingDial {
+  dial: Dial;
+  cancel: DialCancel;
 }
 
 /** How long a target over its budget may accept nothing before it counts as stopped. */
@@ -31,7 +28,7 @@ export const defaultStallMs = 2000;
 
 export interface ConnectionTableOptions {
   sink: PacketSink;
-  dial: Dial;
+  dial: Dialer;
   maxBuffer: number;
   /** See EndpointConnection: how long an over-budget target may accept nothing before it is closed. */
   stallMs?: number;
@@ -48,7 +45,7 @@ export interface ConnectionTableOptions {
   connectIDs?: () => string;
   metrics: AgentMetrics;
   log: Logger;
-  /** Where each dial is told (per-rule metrics, the dial log, refusal audit lines). */
+  /** Where each dial is told (per-rule metrics, the dial log, denial audit lines). */
   dials?: DialRecorder;
   /** The proxy-server's ID this stream is to (known once the stream is open). */
   server?: () => string;
@@ -62,8 +59,6 @@ export interface MalformedPacket {
 export class ConnectionTable {
   private nextConnectID = 1;
   private readonly pending = new Map<string, PendingDial>();
-  /** A connected dial's record and rule counts, until it closes (only with a recorder). */
-  private readonly records = new Map<EndpointConnection, { record: DialRecord; traffic: RuleTraffic }>();
   private readonly connections = new Map<string, EndpointConnection>();
   private readonly idleWaiters: Array<() => void> = [];
   /** Connections whose targets are slow but reading; while any exists the stream is paused. */
@@ -174,15 +169,15 @@ export class ConnectionTable {
         // The Go agent ignores DIAL_CLS and so leaks the dial; we cancel it. If the dial already
         // completed, the server answers our DIAL_RSP with CLOSE_REQ, which closes it.
         const random = packet.closeDial?.random ?? '';
-        const cancel = this.pending.get(random);
-        if (!cancel) {
+        const pending = this.pending.get(random);
+        if (!pending) {
           // Our DIAL_RSP crossed the server's DIAL_CLS: if the dial connected, its CLOSE_REQ follows.
           if (this.finishedDials.has(random)) return this.late(PacketType.DIAL_CLS, { random });
           return this.reject('unknown_dial', { random }, 'DIAL_CLS for a dial that is not pending');
         }
         this.pending.delete(random);
-        cancel.cancel();
-        this.record(cancel, 'cancelled', 'cancelled by DIAL_CLS');
+        pending.cancel.cancel();
+        this.settle(pending.dial, 'cancelled', 'cancelled by DIAL_CLS', {});
         this.opts.metrics.dialCancellations.inc();
         this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
         this.notifyIfIdle();
@@ -208,18 +203,18 @@ export class ConnectionTable {
     }
     if (this.pending.has(random))
       return this.reject('malformed', { random }, 'DIAL_REQ reuses the random of a pending dial');
-    const cancel = new PendingDial(address);
-    this.pending.set(random, cancel);
-    const { started } = cancel;
-    this.opts.dial(address, cancel).then(
-      (socket) => {
-        if (this.pending.get(random) !== cancel) {
+    const dial = new Dial(Date.now(), performance.now(), this.opts.server?.() ?? '', address);
+    const pending: PendingDial = { dial, cancel: new DialCancel() };
+    this.pending.set(random, pending);
+    this.opts.dial(address, pending.cancel).then(
+      ({ socket, ...route }) => {
+        if (this.pending.get(random) !== pending) {
           // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
           socket.destroy();
           return;
         }
         const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
-        const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions);
+        const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions, dial);
         this.connections.set(connectID, conn);
         this.pending.delete(random);
         this.finishedDials.add(random);
@@ -229,25 +224,23 @@ export class ConnectionTable {
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID } });
         setImmediate(() => {
           // Recorded after the answer, and before any byte is relayed (its rule's counts take them).
-          const settled = this.record(cancel, 'connected', undefined, connectID);
-          if (settled) {
-            conn.traffic = settled.traffic;
-            if (conn.closedBy === undefined) this.records.set(conn, settled);
-            else this.recordClose(conn, settled);
-          }
+          conn.traffic = this.settle(dial, 'connected', undefined, route, connectID);
+          // Closed meanwhile (its stream lost): its close was not told, as it was not recorded yet.
+          if (dial.closedBy !== undefined) this.recordClose(conn);
           conn.start(); // safe even if the connection closed meanwhile: it then relays nothing
-          this.opts.metrics.dialDuration.observe((performance.now() - started) / 1000);
+          this.opts.metrics.dialDuration.observe(dial.dialMs / 1000);
           this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
         });
       },
       (err: unknown) => {
-        if (this.pending.get(random) !== cancel) return;
+        if (this.pending.get(random) !== pending) return;
         this.pending.delete(random);
         this.finishedDials.add(random);
         const reason = err instanceof TargetDialError ? err.reason : 'unknown';
         this.opts.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
-        this.record(cancel, reason === 'denied' ? 'refused' : reason === 'cancelled' ? 'cancelled' : 'error', message);
+        const result = reason === 'denied' || reason === 'cancelled' ? reason : 'error';
+        this.settle(dial, result, message, err instanceof TargetDialError ? err.route : {});
         this.opts.log.info({ random, address, error: message }, 'dial failed');
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });
         this.notifyIfIdle();
@@ -255,35 +248,21 @@ export class ConnectionTable {
     );
   }
 
-  /** Tells the recorder how a dial settled; for a connected one, returns what its close will need. */
-  private record(
-    dial: PendingDial,
+  /** A dial settled: filled in and told to the recorder, which returns its rule's counts. */
+  private settle(
+    dial: Dial,
     result: DialResult,
     reason: string | undefined,
+    route: DialRoute,
     connectID?: string,
-  ): { record: DialRecord; traffic: RuleTraffic } | undefined {
-    if (!this.opts.dials) return undefined;
-    const record = new DialRecord(dial.time, dial.started, this.opts.server?.() ?? '', dial.destination);
-    record.connectID = connectID;
-    record.rule = dial.rule;
-    record.name = dial.name;
-    record.address = dial.address;
-    record.result = result;
-    record.reason = reason;
-    record.dialMs = performance.now() - dial.started;
-    return { record, traffic: this.opts.dials.settled(record) };
+  ): RuleTraffic | undefined {
+    dial.settle(result, reason, route, connectID);
+    return this.opts.dials?.settled(dial);
   }
 
-  /** A connected dial closed: its bytes, duration and how, to the recorder. */
-  private recordClose(
-    conn: EndpointConnection,
-    { record, traffic }: { record: DialRecord; traffic: RuleTraffic },
-  ): void {
-    record.bytesToTarget = conn.bytesToTarget;
-    record.bytesFromTarget = conn.bytesFromTarget;
-    record.closedBy = conn.closedBy;
-    record.durationMs = performance.now() - record.started;
-    this.opts.dials!.closed(record, traffic);
+  /** A recorded connection closed: its dial holds its bytes, duration and how by now. */
+  private recordClose(conn: EndpointConnection): void {
+    if (conn.traffic) this.opts.dials?.closed(conn.dial, conn.traffic);
   }
 
   private brake(conn: EndpointConnection): void {
@@ -312,7 +291,7 @@ export class ConnectionTable {
   /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
   abortAll(): void {
     this.leaveBudget();
-    for (const cancel of this.pending.values()) cancel.cancel();
+    for (const { cancel } of this.pending.values()) cancel.cancel();
     this.pending.clear();
     for (const conn of [...this.connections.values()]) conn.abort();
   }
@@ -330,11 +309,7 @@ export class ConnectionTable {
 
   private forget(conn: EndpointConnection): void {
     this.connections.delete(conn.connectID);
-    const settled = this.records.get(conn);
-    if (settled) {
-      this.records.delete(conn);
-      this.recordClose(conn, settled);
-    }
+    this.recordClose(conn);
     this.closedConnections.add(conn.connectID);
     this.notifyIfIdle();
   }

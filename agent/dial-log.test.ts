@@ -1,4 +1,4 @@
-// The dial log, its selector, the refusal audit's rate limit and the connection table's records,
+// The dial log, its selector, the denial audit's rate limit and the connection table's records,
 // without a hub: what a dial records when it settles and when it closes, and what watchers and lists see.
 import { duplexPair, type Duplex } from 'node:stream';
 import { pino } from 'pino';
@@ -11,19 +11,20 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 import { BufferBudget } from './buffer-budget.js';
-import { ConnectionTable, type Dial } from './connection-table.js';
-import { type DialEntry, DialLog, DialRecord } from './dial-log.js';
+import { ConnectionTable, type Dialer } from './connection-table.js';
+import { Dial } from './dial.js';
+import { type DialEntry, DialLog } from './dial-log.js';
 import { DialRecorder } from './dial-recorder.js';
 import { dialFields } from './dial-selector.js';
 import { DialTraffic } from './dial-traffic.js';
 import { TargetDialError } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { RefusalAudit, refusalLineBurst } from './refusal-audit.js';
+import { DenialAudit, denialLineBurst } from './denial-audit.js';
 
 const silent = pino({ level: 'silent' });
 
-function record(destination: string, fields: Partial<DialRecord> = {}): DialRecord {
-  return Object.assign(new DialRecord(1_700_000_000_000, 0, 'server-a', destination), fields);
+function record(destination: string, fields: Partial<Dial> = {}): Dial {
+  return Object.assign(new Dial(1_700_000_000_000, 0, 'server-a', destination), fields);
 }
 
 describe('DialLog', () => {
@@ -31,14 +32,14 @@ describe('DialLog', () => {
     const log = new DialLog({ size: 4 });
     const open = record('web.prod.cluster1:443', { connectID: '1', rule: '--expose=prod/web', address: '10.0.0.5' });
     log.added(open);
-    log.added(record('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }));
+    log.added(record('169.254.169.254:80', { result: 'denied', reason: 'not allowed', address: '169.254.169.254' }));
     expect(log.current().map((e) => [e.destination, e.open, e.result])).toEqual([
       ['web.prod.cluster1:443', true, 'connected'],
-      ['169.254.169.254:80', false, 'refused'],
+      ['169.254.169.254:80', false, 'denied'],
     ]);
     Object.assign(open, { bytesToTarget: 5, bytesFromTarget: 7, durationMs: 12.3456, closedBy: 'CLOSE_REQ' });
     log.modified(open);
-    const [closed, refused] = log.current();
+    const [closed, denied] = log.current();
     expect(closed).toMatchObject({
       id: 1,
       seq: 3,
@@ -47,7 +48,7 @@ describe('DialLog', () => {
       bytesFromTarget: 7,
       durationMs: 12.346,
     });
-    expect(refused).toMatchObject({ id: 2, seq: 2 });
+    expect(denied).toMatchObject({ id: 2, seq: 2 });
     expect(log.nameOf(closed!)).toBe(log.version(1));
     expect([log.changeType(closed!), log.changeType(log.entries()[0]!)]).toEqual(['MODIFIED', 'ADDED']);
     expect(log.get(1)).toMatchObject({ seq: 3, closedBy: 'CLOSE_REQ' });
@@ -82,7 +83,7 @@ describe('DialLog', () => {
 
 describe('dialFields', () => {
   const entry = new DialLog({ size: 1 });
-  entry.added(record('Web.Prod.cluster1:443', { result: 'refused', rule: '--expose=prod/web', reason: 'x' }));
+  entry.added(record('Web.Prod.cluster1:443', { result: 'denied', rule: '--expose=prod/web', reason: 'x' }));
   const e = entry.current()[0]!;
   const selects = (text: string) => {
     const s = parseSelector(dialFields, text);
@@ -92,11 +93,11 @@ describe('dialFields', () => {
 
   it('selects by result, destination (as host names compare), rule and server', () => {
     expect(
-      ['result=refused', 'destination=web.prod.cluster1:443', 'rule=--expose\\=prod/web', 'server=server-a'].map(
+      ['result=denied', 'destination=web.prod.cluster1:443', 'rule=--expose\\=prod/web', 'server=server-a'].map(
         selects,
       ),
     ).toEqual([true, true, true, true]);
-    expect(['result=connected', 'result!=refused', 'server=server-b', 'rule='].map(selects)).toEqual([
+    expect(['result=connected', 'result!=denied', 'server=server-b', 'rule='].map(selects)).toEqual([
       false,
       false,
       false,
@@ -124,22 +125,22 @@ describe('TokenBucket', () => {
   });
 });
 
-describe('RefusalAudit', () => {
+describe('DenialAudit', () => {
   it('writes a burst of lines, counts the ones it drops, and says how many in the next line', async () => {
     const clock = new ManualClock();
     const lines: Array<Record<string, unknown>> = [];
     const logger = pino({ level: 'warn' }, { write: (l: string) => void lines.push(JSON.parse(l)) });
     const registry = new Registry();
-    const audit = new RefusalAudit(logger, clock, registry);
-    const refused = record('169.254.169.254:80', {
-      result: 'refused',
+    const audit = new DenialAudit(logger, clock, registry);
+    const denied = record('169.254.169.254:80', {
+      result: 'denied',
       reason: 'not allowed',
       address: '169.254.169.254',
     });
-    for (let i = 0; i < refusalLineBurst + 30; i++) audit.refused(refused);
-    expect(lines).toHaveLength(refusalLineBurst);
+    for (let i = 0; i < denialLineBurst + 30; i++) audit.denied(denied);
+    expect(lines).toHaveLength(denialLineBurst);
     expect(lines[0]).toMatchObject({
-      audit: 'dial-refused',
+      audit: 'dial-denied',
       server: 'server-a',
       destination: '169.254.169.254:80',
       address: '169.254.169.254',
@@ -149,13 +150,13 @@ describe('RefusalAudit', () => {
     const suppressed = await registry.getSingleMetric('spoke_agent_dial_refusal_lines_suppressed_total')!.get();
     expect(suppressed.values[0]!.value).toBe(30);
     await clock.advance(1000);
-    audit.refused(refused);
+    audit.denied(denied);
     expect(lines.at(-1)).toMatchObject({ suppressedBefore: 30 });
   });
 });
 
 describe('ConnectionTable with a DialRecorder', () => {
-  function setup(dial: Dial) {
+  function setup(dial: Dialer) {
     const sent: OutPacket[] = [];
     const registry = new Registry();
     const metrics = new AgentMetrics(registry);
@@ -176,7 +177,7 @@ describe('ConnectionTable with a DialRecorder', () => {
       clock: systemClock,
       metrics,
       log: silent,
-      dials: new DialRecorder(new DialTraffic(registry), new RefusalAudit(silent, new ManualClock(), registry), log),
+      dials: new DialRecorder(new DialTraffic(registry), new DenialAudit(silent, new ManualClock(), registry), log),
       server: () => 'server-a',
     });
     const metric = async (name: string) =>
@@ -190,12 +191,10 @@ describe('ConnectionTable with a DialRecorder', () => {
 
   it('records a connection when it connects and again when it closes, with its bytes, and counts them under its rule', async () => {
     const targets: Duplex[] = [];
-    const { table, sent, log, metric } = setup(async (_address, cancel) => {
-      cancel.rule = '--expose=prod/web';
-      cancel.address = '127.0.0.1';
+    const { table, sent, log, metric } = setup(async () => {
       const [agentSide, targetSide] = duplexPair();
       targets.push(targetSide);
-      return agentSide;
+      return { socket: agentSide, rule: '--expose=prod/web', address: '127.0.0.1' };
     });
     table.handle(dialReq('1', 'web.prod.cluster1:80'));
     await waitUntil(() => log.last === 1 && targets.length === 1, 5000, 'the dial');
@@ -231,13 +230,11 @@ describe('ConnectionTable with a DialRecorder', () => {
     ]);
   });
 
-  it('records refusals, errors and DIAL_CLS cancellations, each under "(none)" without a rule', async () => {
-    const { table, log, metric } = setup(async (address, cancel) => {
-      if (address.startsWith('169.254')) {
-        cancel.address = '169.254.169.254';
-        throw new TargetDialError(`dial tcp ${address}: not allowed`, 'denied');
-      }
-      if (address.startsWith('slow')) return new Promise<Duplex>(() => {});
+  it('records denials, errors (a target refusing the connection among them) and DIAL_CLS cancellations, each under "(none)" without a rule', async () => {
+    const { table, log, metric } = setup(async (address) => {
+      if (address.startsWith('169.254'))
+        throw new TargetDialError(`dial tcp ${address}: not allowed`, 'denied', { address: '169.254.169.254' });
+      if (address.startsWith('slow')) return new Promise<never>(() => {});
       throw new TargetDialError(`dial tcp ${address}: connect: connection refused`, 'refused');
     });
     table.handle(dialReq('1', '169.254.169.254:80'));
@@ -247,13 +244,13 @@ describe('ConnectionTable with a DialRecorder', () => {
     await waitUntil(() => log.last === 3, 5000, 'three dials settled');
     expect(log.current().map((e) => [e.destination, e.result, e.reason])).toEqual([
       ['slow.example:80', 'cancelled', 'cancelled by DIAL_CLS'],
-      ['169.254.169.254:80', 'refused', 'dial tcp 169.254.169.254:80: not allowed'],
+      ['169.254.169.254:80', 'denied', 'dial tcp 169.254.169.254:80: not allowed'],
       ['127.0.0.1:1', 'error', 'dial tcp 127.0.0.1:1: connect: connection refused'],
     ]);
     const dials = Object.fromEntries(
       (await metric('spoke_agent_rule_dials_total')).map(([l, v]) => [(l as { result: string }).result, v]),
     );
-    expect(dials).toEqual({ connected: 0, refused: 1, error: 1, cancelled: 1 });
+    expect(dials).toEqual({ connected: 0, denied: 1, error: 1, cancelled: 1 });
     expect(
       (await metric('spoke_agent_rule_dials_total')).every(([l]) => (l as { rule: string }).rule === '(none)'),
     ).toBe(true);

@@ -4,7 +4,7 @@
 // counts are plain numbers per rule, added where the tunnel already counts (a connection holds its
 // rule's counts), handed to prom-client when it is scraped.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { type DialResult, dialResults } from './dial-log.js';
+import { type DialResult, dialResults } from './dial.js';
 
 const noRule = '(none)';
 
@@ -13,7 +13,7 @@ export class RuleTraffic {
   toTarget = 0;
   fromTarget = 0;
   open = 0;
-  readonly dials: Record<DialResult, number> = { connected: 0, refused: 0, error: 0, cancelled: 0 };
+  readonly dials: Record<DialResult, number> = { connected: 0, denied: 0, error: 0, cancelled: 0 };
   constructor(readonly latency: Histogram.Internal<'rule'>) {}
 }
 
@@ -26,7 +26,7 @@ export class DialTraffic {
     const rules = this.rules;
     new Counter({
       name: 'spoke_agent_rule_dials_total',
-      help: `Dials the hub asked for, by the rule the destination resolved through ("${noRule}": IP literals and names no rule serves) and result (connected, refused by the dial policy, error, cancelled by DIAL_CLS).`,
+      help: `Dials the hub asked for, by the rule the destination resolved through ("${noRule}": IP literals and names no rule serves) and result (connected, denied by the dial policy, error, cancelled by DIAL_CLS).`,
       labelNames: ['rule', 'result'],
       registers,
       collect() {

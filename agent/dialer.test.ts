@@ -31,8 +31,21 @@ async function closedPort(): Promise<number> {
 describe('dialTcp', () => {
   it('connects to a loopback listener, by IP and through a resolver', async () => {
     const { port, connections } = await listen();
-    (await dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).destroy();
-    (await dialTcp(`web.prod.cluster1:${port}`, { timeoutMs: 1000, resolve: async () => ['127.0.0.1'] })).destroy();
+    (await dialTcp(`127.0.0.1:${port}`, { timeoutMs: 1000 })).socket.destroy();
+    const named = await dialTcp(`web.prod.cluster1:${port}`, {
+      timeoutMs: 1000,
+      resolve: async () => ({
+        addresses: ['127.0.0.1'],
+        rule: '--expose=prod/web',
+        name: 'web.prod.svc.cluster.local',
+      }),
+    });
+    named.socket.destroy();
+    expect(named).toMatchObject({
+      rule: '--expose=prod/web',
+      name: 'web.prod.svc.cluster.local',
+      address: '127.0.0.1',
+    });
     await waitUntil(() => connections() === 2, 20_000, 'both connections accepted');
   });
 
@@ -45,7 +58,7 @@ describe('dialTcp', () => {
   });
 
   it('times out with i/o timeout when the dial does not complete in time', async () => {
-    const never = () => new Promise<string[]>(() => {});
+    const never = () => new Promise<never>(() => {});
     await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({
       reason: 'timeout',
     });
@@ -67,9 +80,13 @@ describe('dialTcp', () => {
       timeoutMs: 1000,
       authorize: (_h, ip) => `${ip} is not allowed`,
     }).catch((e: TargetDialError) => e);
-    expect(err).toMatchObject({ reason: 'denied', message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed` });
+    expect(err).toMatchObject({
+      reason: 'denied',
+      message: `dial tcp 127.0.0.3:${port}: 127.0.0.3 is not allowed`,
+      route: { address: '127.0.0.3' },
+    });
     // A dial allowed after it is the first the listener accepts.
-    (await dialTcp(`127.0.0.3:${port}`, { timeoutMs: 1000 })).destroy();
+    (await dialTcp(`127.0.0.3:${port}`, { timeoutMs: 1000 })).socket.destroy();
     await waitUntil(() => connections() > 0, 20_000, 'the allowed connection accepted');
     expect(connections()).toBe(1);
   });
@@ -103,7 +120,7 @@ describe('dialTcp', () => {
     servers.push(server);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
-    const shared = await dialTcp(address, { timeoutMs: 1000, sharedReads: true });
+    const { socket: shared } = await dialTcp(address, { timeoutMs: 1000, sharedReads: true });
     const copies: Buffer[] = [];
     expect(
       relayTargetReads(shared, (chunk) => {
@@ -113,7 +130,7 @@ describe('dialTcp', () => {
     ).toBe(true);
     await new Promise((r) => shared.once('end', r).resume());
     expect(Buffer.concat(copies).toString()).toBe('0123456789'.repeat(100_000));
-    const plain = await dialTcp(address, { timeoutMs: 1000 });
+    const { socket: plain } = await dialTcp(address, { timeoutMs: 1000 });
     expect(relayTargetReads(plain, () => true)).toBe(false);
     let got = 0;
     plain.on('data', (c: Buffer) => (got += c.length));

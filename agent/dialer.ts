@@ -1,21 +1,12 @@
-// Dials a target for a DIAL_REQ: resolve, authorize, connect, within a timeout and cancellable
-// (DIAL_CLS). Errors read like Go's net errors, which is what hub clients of the Go agent see.
+// Dials a target for a DIAL_REQ: resolve and authorize (the dial policy's contract,
+// dial-policy/contract.ts), connect, within a timeout and cancellable (DIAL_CLS). It returns the way
+// the dial went (rule, name, address) with the socket, or on the error. Errors read like Go's net
+// errors, which is what hub clients of the Go agent see.
 import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
-
-/**
- * Resolves a host name to addresses (IP literals never reach it); a resolver that knows the rule the
- * name resolved through notes it on the dial (for the dial log).
- */
-export type HostResolver = (host: string, dial?: DialCancel) => Promise<string[]>;
-
-/** Returns why `address` (an IP) may not be dialled on `port` for `host`, or undefined when it may. */
-export type DialAuthorizer = (host: string, address: string, port: number) => string | undefined;
-
-/** Thrown by a HostResolver for a host the policy refuses by name: the dial fails as denied, with this reason. */
-export class DialDenied extends Error {}
+import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
 
 /**
  * Cancels a dial (the hub's DIAL_CLS, or its stream going away). What an AbortSignal does, without
@@ -24,11 +15,6 @@ export class DialDenied extends Error {}
  */
 export class DialCancel {
   cancelled = false;
-  /** What the dial learned on the way, for the dial log: the rule the host resolved through and its target name. */
-  rule: string | undefined = undefined;
-  name: string | undefined = undefined;
-  /** The address last tried (the one connected, once connected; the one refused, when refused). */
-  address: string | undefined = undefined;
   /** Set by the stage of the dial in progress (lookup, then connect), which clears it when done. */
   onCancel: (() => void) | undefined = undefined;
 
@@ -55,56 +41,73 @@ export interface TargetDialOptions {
   tcp?: TcpFaultDetection;
 }
 
+/** The way a dial went, for the dial log: the rule its host resolved through, that rule's target name, the address last tried. */
+export interface DialRoute {
+  rule?: string;
+  name?: string;
+  address?: string;
+}
+
+/** A dial that connected: its socket, and the way it went (address: the one connected). */
+export interface Dialled extends DialRoute {
+  socket: net.Socket;
+}
+
+/** Why a dial failed (`denied`: by the dial policy; `refused`: by the target, ECONNREFUSED), and how far it got. */
 export class TargetDialError extends Error {
   constructor(
     message: string,
     readonly reason: 'timeout' | 'refused' | 'unresolvable' | 'denied' | 'cancelled' | 'unknown',
+    readonly route: DialRoute = {},
   ) {
     super(message);
   }
 }
 
-const systemResolver: HostResolver = async (host) =>
-  (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+const systemResolver: HostResolver = async (host) => ({
+  addresses: (await dnsPromises.lookup(host, { all: true, verbatim: true })).map((a) => a.address),
+});
 
-export async function dialTcp(address: string, opts: TargetDialOptions): Promise<net.Socket> {
+/** Resolves (unless the host is an IP), authorizes every address, then connects to the first that answers. */
+export async function dialTcp(address: string, opts: TargetDialOptions): Promise<Dialled> {
   const target = splitHostPort(address);
   if (typeof target === 'string') throw new TargetDialError(`dial tcp ${target}`, 'unknown');
   const deadline = Date.now() + opts.timeoutMs;
-  let candidates: string[];
-  if (net.isIP(target.host)) candidates = [target.host];
-  else {
-    try {
-      candidates = await withDeadline(
-        (opts.resolve ?? systemResolver)(target.host, opts.cancel),
-        deadline,
-        target.host,
-        opts.cancel,
-      );
-    } catch (err) {
-      if (err instanceof TargetDialError) throw err;
-      if (err instanceof DialDenied) throw new TargetDialError(`dial tcp ${address}: ${err.message}`, 'denied');
-      throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
-    }
-    if (candidates.length === 0)
-      throw new TargetDialError(`dial tcp: lookup ${target.host}: no such host`, 'unresolvable');
-  }
-  for (const ip of candidates) {
+  const found = net.isIP(target.host) ? { addresses: [target.host] } : await lookup(target.host, deadline, opts);
+  if ('denied' in found) throw new TargetDialError(`dial tcp ${address}: ${found.denied}`, 'denied');
+  const { addresses, rule, name } = found;
+  for (const ip of addresses) {
     const denied = opts.authorize?.(target.host, ip, target.port);
-    if (denied && opts.cancel) opts.cancel.address = ip;
-    if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied');
+    if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied', { rule, name, address: ip });
   }
   let lastError: TargetDialError | undefined;
-  for (const ip of candidates) {
-    if (opts.cancel) opts.cancel.address = ip;
+  for (const ip of addresses) {
+    const route = { rule, name, address: ip };
     try {
-      return await connect(ip, target.port, address, deadline, opts);
+      return { socket: await connect(ip, target.port, address, deadline, opts, route), ...route };
     } catch (err) {
       lastError = err as TargetDialError;
       if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
     }
   }
   throw lastError!;
+}
+
+/** The host's addresses (at least one) or the policy's denial; a failed lookup is the hub's "no such host". */
+async function lookup(host: string, deadline: number, opts: TargetDialOptions) {
+  let found: Awaited<ReturnType<HostResolver>>;
+  try {
+    found = await withDeadline((opts.resolve ?? systemResolver)(host), deadline, host, opts.cancel);
+  } catch (err) {
+    if (err instanceof TargetDialError) throw err;
+    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable');
+  }
+  if (!('denied' in found) && found.addresses.length === 0)
+    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable', {
+      rule: found.rule,
+      name: found.name,
+    });
+  return found;
 }
 
 /**
@@ -150,11 +153,12 @@ function connect(
   address: string,
   deadline: number,
   opts: TargetDialOptions,
+  route: DialRoute,
 ): Promise<net.Socket> {
   const { cancel } = opts;
   return new Promise((resolve, reject) => {
     if (cancel?.cancelled)
-      return reject(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+      return reject(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled', route));
     const socket: SharedReadSocket = net.connect({
       host: ip,
       port,
@@ -172,11 +176,12 @@ function connect(
         new TargetDialError(
           `dial tcp ${joinHostPort(ip, port)}: connect: ${describe(err)}`,
           err.code === 'ECONNREFUSED' ? 'refused' : 'unknown',
+          route,
         ),
       );
-    const onAbort = () => fail(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled'));
+    const onAbort = () => fail(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled', route));
     const timer = setTimeout(
-      () => fail(new TargetDialError(`dial tcp ${address}: i/o timeout`, 'timeout')),
+      () => fail(new TargetDialError(`dial tcp ${address}: i/o timeout`, 'timeout', route)),
       Math.max(0, deadline - Date.now()),
     );
     const cleanup = () => {

@@ -15,16 +15,11 @@ import type { Duplex } from 'node:stream';
 import type { Clock } from '../clock/clock.js';
 import { PacketType, type OutPacket } from '../proto/packet-types.js';
 import type { BufferBudget, BufferHolder } from './buffer-budget.js';
+import type { Dial } from './dial.js';
+import type { RuleTraffic } from './dial-traffic.js';
 import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
-
-/** Where a connection adds the bytes it relays besides its own counts: its rule's (dial-traffic.ts). */
-interface ByteCounts {
-  toTarget: number;
-  fromTarget: number;
-}
-const uncounted: ByteCounts = { toTarget: 0, fromTarget: 0 };
 
 /** The side of a server stream that endpoint connections write to. */
 export interface PacketSink {
@@ -66,13 +61,8 @@ export class EndpointConnection implements BufferHolder {
   buffered = 0;
   /** When the target last accepted bytes (or bytes started waiting), on the clock. */
   lastProgress: number;
-  /** Payload bytes relayed each way, for the dial log. */
-  bytesToTarget = 0;
-  bytesFromTarget = 0;
-  /** Its rule's counts (the connection table sets them). */
-  traffic: ByteCounts = uncounted;
-  /** How it closed, once closed. */
-  closedBy: string | undefined = undefined;
+  /** Its rule's counts, where it adds its bytes too, once its dial is recorded (the connection table sets them). */
+  traffic: RuleTraffic | undefined = undefined;
   private readonly flushed = () => {
     this.lastProgress = this.opts.clock.now();
     this.account();
@@ -87,6 +77,8 @@ export class EndpointConnection implements BufferHolder {
     private readonly socket: Duplex,
     private readonly sink: PacketSink,
     private readonly opts: EndpointOptions,
+    /** Its dial, which holds its bytes each way and how it closed. */
+    readonly dial: Dial,
   ) {
     opts.metrics.endpointCounts.open++;
     this.lastProgress = opts.clock.now();
@@ -144,8 +136,8 @@ export class EndpointConnection implements BufferHolder {
   private readonly relay = (chunk: Uint8Array): boolean => {
     if (this.closed) return true;
     this.opts.metrics.countBytesFromTarget(chunk.length);
-    this.bytesFromTarget += chunk.length;
-    this.traffic.fromTarget += chunk.length;
+    this.dial.bytesFromTarget += chunk.length;
+    if (this.traffic) this.traffic.fromTarget += chunk.length;
     if (this.sink.sendData(this.wireID, chunk)) return true;
     this.sink.whenWritable(() => {
       if (!this.closed) this.socket.resume();
@@ -157,8 +149,8 @@ export class EndpointConnection implements BufferHolder {
   write(data: Buffer): void {
     if (this.closed) return;
     this.opts.metrics.countBytesToTarget(data.length);
-    this.bytesToTarget += data.length;
-    this.traffic.toTarget += data.length;
+    this.dial.bytesToTarget += data.length;
+    if (this.traffic) this.traffic.toTarget += data.length;
     // A target's stall clock starts when bytes start waiting for it, not at its last write.
     if (this.buffered === 0) this.lastProgress = this.opts.clock.now();
     this.socket.write(data, this.flushed);
@@ -225,7 +217,7 @@ export class EndpointConnection implements BufferHolder {
 
   private markClosed(why: string): void {
     this.closed = true;
-    this.closedBy = why;
+    this.dial.close(why);
     if (!this.released) {
       this.closing = true;
       this.opts.metrics.endpointCounts.closing++;

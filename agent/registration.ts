@@ -14,7 +14,7 @@ import type { AgentSession } from './agent-session.js';
 import type { BufferBudget } from './buffer-budget.js';
 import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
 import type { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dial, type MalformedPacket } from './connection-table.js';
+import { ConnectionTable, type Dialer, type MalformedPacket } from './connection-table.js';
 import type { DialRecorder } from './dial-recorder.js';
 
 /** Never throws: a packet that does not decode reaches the ConnectionTable as MalformedPacket. */
@@ -33,7 +33,7 @@ export interface RegistrationOptions {
   /** The `authorization` header, read now (a bearer token file is re-read for every stream). */
   authorization?: () => string;
   handshakeTimeoutMs: number;
-  dial: Dial;
+  dial: Dialer;
   /** Where each dial is told (connection-table.ts). */
   dials?: DialRecorder;
   /** The proxy-server's ID (known once the first stream is open). */

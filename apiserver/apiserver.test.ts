@@ -8,14 +8,16 @@ import { requestAttributes } from './attributes.js';
 import { authenticate, parseAuthenticationConfig, withAuthenticatedGroup } from './authentication.js';
 import { subjectNames, verifyClientChain } from './certificates.js';
 import { negotiate } from './negotiation.js';
-import { dial, query, resolution, ruleList } from './objects.js';
+import { dial, type QueryObject, query, resolution, ruleList } from './objects.js';
 import { openApiV2, openApiV3, openApiV3Discovery } from './openapi.js';
-import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { Dial } from '../agent/dial.js';
+import { DialLog } from '../agent/dial-log.js';
 import { QueryLog } from '../dns/query-log.js';
 import { encodeQuery, parseQuery, type Query } from '../dns/wire.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
-import { humanDuration, queryColumns, resolutionColumns, ruleColumns, shortList, table } from './tables.js';
+import { queryColumns, resolutionColumns, ruleColumns } from './columns.js';
+import { humanDuration, shortList, table } from './tables.js';
 
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
@@ -279,6 +281,8 @@ describe('tables', () => {
 
   const now = Date.parse('2026-11-10T12:00:00Z');
   const rule = {
+    apiVersion: 'dns.spoke-agent.io/v1alpha1',
+    kind: 'Rule',
     metadata: { name: 'search.default.cluster1', creationTimestamp: '2026-11-10T11:55:00Z' },
     spec: {
       source: '--expose=default/search',
@@ -345,10 +349,12 @@ describe('tables', () => {
 
   it('shows a query\'s latency when it was timed, "cached" for an answers-cache hit', () => {
     const latency = queryColumns.find((c) => c.name === 'Latency')!;
-    const q = (status: object) => ({
-      metadata: { name: 'x-1' },
-      spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' },
-      status: { rcode: 'NOERROR', source: 'rule', cached: false, time: '', ...status },
+    const q = (status: Partial<QueryObject['status']>): QueryObject => ({
+      apiVersion: 'dns.spoke-agent.io/v1alpha1',
+      kind: 'Query',
+      metadata: { name: 'x-1', resourceVersion: 'x-1', creationTimestamp: '2026-11-10T11:55:00Z' },
+      spec: { name: 'a', type: 'A', client: '10.0.0.1', clientPort: 1, transport: 'udp' as const },
+      status: { rcode: 'NOERROR', source: 'rule', truncated: false, cached: false, time: '', ...status },
     });
     expect([
       latency.cell(q({ ms: 1.25 }), now),
@@ -421,12 +427,12 @@ describe('OpenAPI', () => {
   );
   log.record(msg, 0, 0, 1, 'tcp', false, false, { source: 'error' }, { address: '10.0.0.9', port: 6 }, Date.now(), -1);
   const dialLog = new DialLog({ size: 4 });
-  const open = new DialRecord(Date.now(), 0, 'server-1', 'search.default.cluster1:443');
+  const open = new Dial(Date.now(), 0, 'server-1', 'search.default.cluster1:443');
   Object.assign(open, { connectID: '7', rule: '--expose=default/search', name: 't', address: '10.0.0.1', dialMs: 1.5 });
   dialLog.added(open);
-  const refused = new DialRecord(Date.now(), 0, 'server-1', '169.254.169.254:80');
-  Object.assign(refused, { result: 'refused', reason: 'not allowed', address: '169.254.169.254' });
-  dialLog.added(refused);
+  const denied = new Dial(Date.now(), 0, 'server-1', '169.254.169.254:80');
+  Object.assign(denied, { result: 'denied', reason: 'not allowed', address: '169.254.169.254' });
+  dialLog.added(denied);
   Object.assign(open, { bytesToTarget: 10, bytesFromTarget: 20, durationMs: 30, closedBy: 'CLOSE_REQ' });
   dialLog.modified(open);
   const explanation = {

@@ -1,6 +1,8 @@
 // The objects the API answers with, Kubernetes-style (apiVersion, kind, metadata), and Status for
-// errors, so kubectl prints them as it prints any API server's.
+// errors, so kubectl prints them as it prints any API server's. Each object's type is what its
+// builder returns; a Dial's spec and status are its fields as agent/dial.ts describes them.
 import { explanationReason, type Explanation } from '../dns/explain.js';
+import { type DialField, type DialView, dialSchema } from '../agent/dial.js';
 import type { DialEntry, DialLog } from '../agent/dial-log.js';
 import type { QueryEntry, QueryLog } from '../dns/query-log.js';
 import type { LiveEntry, LiveLog } from '../live-log/live-log.js';
@@ -44,6 +46,10 @@ export function status(code: number, message: string, details?: Status['details'
 
 /** A metav1.Time: RFC 3339 in UTC, whole seconds. */
 const timestamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
+
+export type ResolutionObject = ReturnType<typeof resolution>;
+export type RuleObject = ReturnType<typeof ruleList>['items'][number];
+export type QueryObject = ReturnType<typeof query>;
 
 /** `Resolution NAME`: the explanation (made now), plus its reason in words and the CNAME chain and addresses pulled out. */
 export function resolution(e: Explanation, now = Date.now()) {
@@ -113,31 +119,36 @@ export function query(e: QueryEntry, log: QueryLog) {
   };
 }
 
+/** The fields of a dial the API puts in its spec (what the hub asked); the rest are its status. */
+type DialSpecField = {
+  [K in keyof DialView]-?: (typeof dialSchema)[K]['in'] extends 'spec' ? K : never;
+}[keyof DialView];
+
+export interface DialObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; resourceVersion: string; creationTimestamp: string };
+  spec: Pick<DialView, DialSpecField>;
+  status: Omit<DialView, DialSpecField | 'time'> & { time: string };
+}
+
 /**
  * `Dial NAME`: one dial of the dial log in its latest state, named `<log instance>-<id>` and versioned
  * by its latest change, created when the hub asked for it.
  */
-export function dial(e: DialEntry, log: DialLog) {
+export function dial(e: DialEntry, log: DialLog): DialObject {
+  const parts: Record<DialField['in'], Record<string, unknown>> = { spec: {}, status: {} };
+  for (const [key, field] of Object.entries(dialSchema) as Array<[keyof DialView, DialField]>) {
+    const value = e[key];
+    if (value !== undefined)
+      parts[field.in][key] = field.type === 'date-time' ? new Date(value as number).toISOString() : value;
+  }
   return {
     apiVersion: groupVersion,
     kind: resources.dials.kind,
     metadata: { name: log.nameOf(e), resourceVersion: log.version(e.seq), creationTimestamp: timestamp(e.time) },
-    spec: { server: e.server, destination: e.destination },
-    status: {
-      result: e.result,
-      ...(e.reason !== undefined ? { reason: e.reason } : {}),
-      ...(e.connectID !== undefined ? { connectID: e.connectID } : {}),
-      ...(e.rule !== undefined ? { rule: e.rule } : {}),
-      ...(e.name !== undefined ? { name: e.name } : {}),
-      ...(e.address !== undefined ? { address: e.address } : {}),
-      open: e.open,
-      dialMs: e.dialMs,
-      bytesToTarget: e.bytesToTarget,
-      bytesFromTarget: e.bytesFromTarget,
-      ...(e.durationMs !== undefined ? { durationMs: e.durationMs } : {}),
-      ...(e.closedBy !== undefined ? { closedBy: e.closedBy } : {}),
-      time: new Date(e.time).toISOString(),
-    },
+    spec: parts.spec as DialObject['spec'],
+    status: parts.status as DialObject['status'],
   };
 }
 

@@ -5,6 +5,7 @@
 // built once per process and served with an ETag. Pure.
 import { createHash } from 'node:crypto';
 import { group, groupVersion, resources, version } from './discovery.js';
+import { type DialField, dialSchema } from '../agent/dial.js';
 import { dialFields } from '../agent/dial-selector.js';
 import { queryFields } from '../dns/query-selector.js';
 import { type Fields, selectableFields } from '../live-log/selector.js';
@@ -26,6 +27,29 @@ const object = (description: string, properties: Record<string, Schema>, require
   properties,
   ...(required ? { required } : {}),
 });
+/** One part of a Dial (spec or status), from what agent/dial.ts says of each field. */
+function fromDialSchema(part: DialField['in'], description: string): Schema {
+  const fields = (Object.entries(dialSchema) as Array<[string, DialField]>).filter(([, f]) => f.in === part);
+  const schemaOf = (f: DialField): Schema => {
+    switch (f.type) {
+      case 'string':
+        return str(f.description, f.enum ? { enum: f.enum } : {});
+      case 'date-time':
+        return str(f.description, { format: 'date-time' });
+      case 'integer':
+        return int(f.description);
+      case 'number':
+        return num(f.description);
+      case 'boolean':
+        return bool(f.description);
+    }
+  };
+  return object(
+    description,
+    Object.fromEntries(fields.map(([key, f]) => [key, schemaOf(f)])),
+    fields.filter(([, f]) => !f.optional).map(([key]) => key),
+  );
+}
 const typeMeta = {
   apiVersion: str(
     'APIVersion defines the versioned schema of this representation of an object: dns.spoke-agent.io/v1alpha1.',
@@ -227,38 +251,8 @@ const definitions: Record<string, Schema> = {
       status: ref(`${prefix}.DialStatus`, 'What came of it.'),
     },
   ),
-  [`${prefix}.DialSpec`]: object(
-    'The dial request.',
-    {
-      server: str('The ID of the proxy-server replica that sent the DIAL_REQ.'),
-      destination: str('host:port as the hub asked.'),
-    },
-    ['server', 'destination'],
-  ),
-  [`${prefix}.DialStatus`]: object(
-    'The outcome, and once closed the traffic.',
-    {
-      result: str(
-        'connected, refused (by the dial policy: no rule resolves to the address, nor --allowed-cidrs), error (the dial failed) or cancelled (DIAL_CLS from the hub).',
-        { enum: ['connected', 'refused', 'error', 'cancelled'] },
-      ),
-      reason: str('Why it did not connect: the error the hub got.'),
-      connectID: str('The connection ID the agent gave it, when connected.'),
-      rule: str('The rule the destination resolved through (its source), if one did.'),
-      name: str("The rule's target name the destination resolved to, for a rule with a name target."),
-      address: str('The address dialled (the one connected, or the one refused).'),
-      open: bool('The connection is open.'),
-      dialMs: num('How long the dial took (resolve, authorize, connect), in milliseconds.'),
-      bytesToTarget: int('Payload bytes the hub sent to the target, once closed.'),
-      bytesFromTarget: int('Payload bytes the target sent to the hub, once closed.'),
-      durationMs: num('From the dial request to the close, in milliseconds; absent while open.'),
-      closedBy: str(
-        'How it closed: CLOSE_REQ (the hub), remote EOF, target closed, target error, server stream lost, ...',
-      ),
-      time: str('When the hub asked, RFC 3339 with milliseconds.', { format: 'date-time' }),
-    },
-    ['result', 'open', 'dialMs', 'bytesToTarget', 'bytesFromTarget', 'time'],
-  ),
+  [`${prefix}.DialSpec`]: fromDialSchema('spec', 'The dial request.'),
+  [`${prefix}.DialStatus`]: fromDialSchema('status', 'The outcome, and once closed the traffic.'),
   [`${prefix}.DialList`]: kindSchema(
     `${resources.dials.kind}List`,
     'The most recent dials this agent served, oldest first.',

@@ -14,19 +14,10 @@ import type { RuleHolder } from '../rules/holder.js';
 import { decodeSegment } from './attributes.js';
 import { apiGroup, apiGroupList, apiResourceList, group, groupVersion, resources } from './discovery.js';
 import { contentType, negotiate, type Representation } from './negotiation.js';
-import { dial, liveList, query, resolution, ruleList, status } from './objects.js';
+import { dial, liveList, query, type ResolutionObject, resolution, ruleList, status } from './objects.js';
 import { openApiV2, openApiV3, openApiV3Discovery, openApiV3Path } from './openapi.js';
-import {
-  dialColumns,
-  queryColumns,
-  resolutionColumns,
-  ruleColumns,
-  table,
-  type Column,
-  type IncludeObject,
-  type ObjectWithMeta,
-  type TableOptions,
-} from './tables.js';
+import { dialColumns, queryColumns, resolutionColumns, ruleColumns } from './columns.js';
+import { table, type Column, type IncludeObject, type ObjectWithMeta, type TableOptions } from './tables.js';
 
 /**
  * A JSON answer (`raw`: already serialized), or a watch the server streams. With an `etag`, a
@@ -233,7 +224,7 @@ export async function route(method: string, url: URL, headers: RouteHeaders, dep
       if (!read) return onlyVerbs(resources.resolutions.verbs, resources.resolutions.name);
       if (!how) return notAcceptable(accept, true);
       const asked = decodeSegment(name);
-      let object: ReturnType<typeof resolution>;
+      let object: ResolutionObject;
       try {
         object = resolution(await explain(deps.resolver, asked, url.searchParams.get('type') ?? 'A'));
       } catch (err) {

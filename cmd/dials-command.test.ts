@@ -2,7 +2,8 @@
 // (a health server on loopback over a dial log the test fills).
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { Dial } from '../agent/dial.js';
+import { DialLog } from '../agent/dial-log.js';
 import { dialsHandler } from '../agent/dials-handler.js';
 import { HealthServer } from '../observability/health-server.js';
 import { createLogger } from '../observability/log.js';
@@ -44,7 +45,7 @@ describe('dialLine', () => {
       expect(dialHeader.indexOf(column!)).toBe(line.indexOf(value!));
   });
 
-  it('adds bytes, duration and how it closed once closed, and the reason of a refusal', () => {
+  it('adds bytes, duration and how it closed once closed, and the reason of a denial', () => {
     expect(
       dialLine({
         ...open,
@@ -61,22 +62,22 @@ describe('dialLine', () => {
       dialLine({
         ...bare,
         open: false,
-        result: 'refused',
+        result: 'denied',
         address: '169.254.169.254',
         destination: '169.254.169.254:80',
         reason: 'not allowed',
       }),
-    ).toMatch(/ refused +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/);
+    ).toMatch(/ denied +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/);
   });
 });
 
 describe('spoke-agent dials against /debug/dials', () => {
-  it('lists the dials held (a field selector keeps the refusals), then with -w follows a connect and its close', async () => {
+  it('lists the dials held (a field selector keeps the denials), then with -w follows a connect and its close', async () => {
     const log = new DialLog({ size: 8 });
-    const record = (destination: string, fields: Partial<DialRecord>) =>
-      Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
+    const record = (destination: string, fields: Partial<Dial>) =>
+      Object.assign(new Dial(Date.now(), performance.now(), 'server-a', destination), fields);
     log.added(record('web.prod.cluster1:443', { connectID: '1', rule: '--expose=prod/web', address: '10.0.0.5' }));
-    log.added(record('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }));
+    log.added(record('169.254.169.254:80', { result: 'denied', reason: 'not allowed', address: '169.254.169.254' }));
     const health = new HealthServer({
       host: '127.0.0.1',
       port: 0,
@@ -89,10 +90,10 @@ describe('spoke-agent dials against /debug/dials', () => {
     const { out } = printed;
     const controller = new AbortController();
     try {
-      expect(await runDialsCommand([`--health-server-port=${port}`, '--field-selector=result=refused'], out)).toBe(0);
+      expect(await runDialsCommand([`--health-server-port=${port}`, '--field-selector=result=denied'], out)).toBe(0);
       expect(printed.text().split('\n').slice(0, 2)).toEqual([
         dialHeader,
-        expect.stringMatching(/ refused +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/),
+        expect.stringMatching(/ denied +169\.254\.169\.254:80 +169\.254\.169\.254 +- - - not allowed$/),
       ]);
       printed.clear();
       const tail = runDialsCommand([`--health-server-port=${port}`, '-w', '--output=json'], out, controller.signal);

@@ -6,7 +6,7 @@ import { aligned, liveTailFlags, runLiveTail } from './live-tail.js';
 
 export const dialsFlags = liveTailFlags(
   'dials',
-  'result=refused,rule=--expose=default/web',
+  'result=denied,rule=--expose=default/web',
   'destination, server, result, rule, address, connectID',
 );
 

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { type MetricObject, Registry } from 'prom-client';
 import { DialTraffic } from '../agent/dial-traffic.js';
 import { AgentMetrics } from '../agent/metrics.js';
-import { RefusalAudit } from '../agent/refusal-audit.js';
+import { DenialAudit } from '../agent/denial-audit.js';
 import { systemClock } from '../clock/clock.js';
 import { createLogger } from '../observability/log.js';
 import { agentFlags } from '../agent/options.js';
@@ -46,7 +46,7 @@ export const components: Component[] = [
     metrics: (r) => {
       new AgentMetrics(r);
       new DialTraffic(r);
-      new RefusalAudit(createLogger('silent'), systemClock, r);
+      new DenialAudit(createLogger('silent'), systemClock, r);
     },
   },
   { readme: 'rules/README.md', flags: [{ flags: ruleFlags }] },

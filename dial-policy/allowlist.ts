@@ -1,19 +1,19 @@
 // The dial allowlist: with rules, the agent dials only what its rules resolve to, plus --allowed-cidrs,
 // so a hub cannot use it to reach the cloud metadata service or a node's SSH port. The decision is made
 // on the resolved address, before any connection attempt (agent/dialer.ts calls `authorize` for every
-// candidate first). The only I/O is the resolver passed in.
+// candidate first); another node's name is denied by name. The only I/O is the resolver passed in.
 import { isIP } from 'node:net';
 import { Counter, type Registry } from 'prom-client';
-import { type DialAuthorizer, DialDenied, type HostResolver } from '../agent/dialer.js';
 import { type Cidr, cidrContains } from '../net/cidr.js';
 import { canonicalIp } from '../net/ip.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
+import type { DialAuthorizer, HostResolver } from './contract.js';
 import type { NodeLocalPorts } from './node-local.js';
 import type { DialResolution } from './resolve.js';
 
 /** How a dial's host resolves: resolve.ts resolveForDial over the embedded resolver, or a stand-in in tests. */
-export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match'>>;
+export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match' | 'denied'>>;
 
 export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
@@ -29,7 +29,7 @@ export interface DialAllowlistOptions {
   /** A per-node agent's node (node-local.ts): its addresses are dialled on its ports only. */
   node?: NodeLocalPorts;
   registry: Registry;
-  /** Called once per refusal, for the log. */
+  /** Called once per denial, for the log. */
   onDenied?: (host: string, address: string, reason: string) => void;
 }
 
@@ -51,36 +51,33 @@ export class DialAllowlist {
     this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalizeName));
     this.denied = new Counter({
       name: 'spoke_agent_dials_denied_total',
-      help: "Dials refused before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
+      help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
       labelNames: ['reason'],
       registers: [opts.registry],
     });
   }
 
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
-  readonly resolve: HostResolver = async (host, dial) => {
+  readonly resolve: HostResolver = async (host) => {
     const name = normalizeName(host);
-    let answer: Awaited<ReturnType<ResolveForDial>>;
-    try {
-      answer = await this.opts.resolveForDial(name);
-    } catch (err) {
-      if (err instanceof DialDenied) this.deny('other_node', host, '', err.message);
-      throw err;
-    }
+    const answer = await this.opts.resolveForDial(name);
+    if (answer.denied !== undefined) return { denied: this.deny('other_node', host, '', answer.denied) };
     const addresses = answer.addresses.map((a) => a.address);
-    if (answer.match) this.remember(name, addresses);
-    if (answer.match && dial) {
-      dial.rule = answer.match.rule.source;
-      if (answer.match.target.kind === 'fqdn') dial.name = answer.match.target.fqdn;
-    }
-    return addresses;
+    const { match } = answer;
+    if (!match) return { addresses };
+    this.remember(name, addresses);
+    return {
+      addresses,
+      rule: match.rule.source,
+      ...(match.target.kind === 'fqdn' ? { name: match.target.fqdn } : {}),
+    };
   };
 
   readonly authorize: DialAuthorizer = (host, address, port) => {
     const { node } = this.opts;
     if (node?.owns(address)) {
-      const refusal = node.portRefusal(address, port);
-      return refusal && this.deny('node_port', host, address, refusal);
+      const denial = node.portDenial(address, port);
+      return denial && this.deny('node_port', host, address, denial);
     }
     if (this.cidrs.some((c) => cidrContains(c, address))) return undefined;
     const name = normalizeName(host);

@@ -69,7 +69,11 @@ describe('DialAllowlist', () => {
     await allowlist.refresh(rules);
     expect(allowlist.authorize('127.0.0.1', '127.0.0.1', 443)).toBeUndefined();
     expect(allowlist.authorize('127.0.0.2', '127.0.0.2', 443)).toBeUndefined();
-    expect(await allowlist.resolve('Web.Default.Cluster1.')).toEqual(['127.0.0.1']);
+    expect(await allowlist.resolve('Web.Default.Cluster1.')).toEqual({
+      addresses: ['127.0.0.1'],
+      rule: '--expose=default/web',
+      name: 'web.default.svc.cluster.local',
+    });
     expect(allowlist.authorize('Web.Default.Cluster1.', '127.0.0.1', 443)).toBeUndefined();
   });
 
@@ -80,7 +84,7 @@ describe('DialAllowlist', () => {
       /^not allowed: 169.254.169.254 is not an address any rule resolves to/,
     );
     expect(allowlist.authorize('10.0.0.5', '10.0.0.5', 443)).toMatch(/not an address any rule resolves to/);
-    expect(await allowlist.resolve('elsewhere.example')).toEqual(['127.0.0.3']);
+    expect(await allowlist.resolve('elsewhere.example')).toEqual({ addresses: ['127.0.0.3'] });
     expect(allowlist.authorize('elsewhere.example', '127.0.0.3', 443)).toBe(
       'not allowed: no rule serves "elsewhere.example" and 127.0.0.3 is not inside --allowed-cidrs',
     );
@@ -127,7 +131,7 @@ describe('DialAllowlist', () => {
     expect(target.accepted()).toBe(0);
     // the same listener is reachable once a CIDR covers it: the refusals above were not for lack of a server
     const open = make(['127.0.0.3/32']).allowlist;
-    const socket = await dialTcp(`127.0.0.3:${target.port}`, { timeoutMs: 2000, authorize: open.authorize });
+    const { socket } = await dialTcp(`127.0.0.3:${target.port}`, { timeoutMs: 2000, authorize: open.authorize });
     socket.destroy();
     await target.whenAccepted(1);
     expect(target.accepted()).toBe(1);
@@ -149,7 +153,7 @@ describe('DialAllowlist', () => {
       await allowlist.refresh(rules);
       const dial = (address: string) =>
         dialTcp(address, { timeoutMs: 2000, resolve: allowlist.resolve, authorize: allowlist.authorize });
-      (await dial(`localhost:${target.port}`)).destroy();
+      (await dial(`localhost:${target.port}`)).socket.destroy();
       await expect(dial(`127.0.0.1:${target.port}`)).rejects.toMatchObject({ reason: 'denied' }); // the name, not its address
       await target.whenAccepted(1);
       expect(target.accepted()).toBe(1);
@@ -279,9 +283,9 @@ describe('a per-node agent (node-local.ts)', () => {
     const dial = (address: string) =>
       dialTcp(address, { timeoutMs: 2000, resolve: policy.resolve, authorize: policy.authorize });
     try {
-      (await dial(`127.0.0.5:${kubelet.port}`)).destroy();
-      (await dial(`n1.node.cluster1:${kubelet.port}`)).destroy();
-      (await dial(`N1.Node.Cluster1.:${exporter.port}`)).destroy();
+      (await dial(`127.0.0.5:${kubelet.port}`)).socket.destroy();
+      (await dial(`n1.node.cluster1:${kubelet.port}`)).socket.destroy();
+      (await dial(`N1.Node.Cluster1.:${exporter.port}`)).socket.destroy();
       await kubelet.whenAccepted(2);
       await exporter.whenAccepted(1);
 

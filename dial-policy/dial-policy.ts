@@ -3,11 +3,11 @@
 // and for a per-node agent its node's addresses on the node's ports (node-local.ts);
 // without rules, anything, as the Go agent does, said once at start so nobody assumes otherwise.
 import type { Registry } from 'prom-client';
-import type { DialAuthorizer, HostResolver } from '../agent/dialer.js';
 import { type Cidr, parseCidr } from '../net/cidr.js';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { DialAllowlist, type ResolveForDial } from './allowlist.js';
+import type { DialAuthorizer, HostResolver } from './contract.js';
 import { NodeLocalPorts } from './node-local.js';
 import type { DialPolicyFlagValues } from './options.js';
 

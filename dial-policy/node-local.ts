@@ -1,8 +1,8 @@
 // What a per-node agent may dial on its own node: its node's addresses (--node-ips) on --kubelet-port
 // and --node-local-ports only, whatever else allows the address, so kube-apiserver's egress reaches
 // the kubelet and the operator's node-local targets, and nothing else listening on the node. Another
-// node's addresses are not this agent's: they are refused unless a rule or --allowed-cidrs allows them
-// (allowlist.ts), and another node's name is refused outright (resolve.ts). Pure: no Node watch.
+// node's addresses are not this agent's: they are denied unless a rule or --allowed-cidrs allows them
+// (allowlist.ts), and another node's name is denied outright (resolve.ts). Pure: no Node watch.
 import { canonicalIp } from '../net/ip.js';
 
 export interface NodeLocalOptions {
@@ -28,13 +28,13 @@ export class NodeLocalPorts {
   }
 
   /** For one of this node's addresses: why `port` may not be dialled there, or undefined when it may. */
-  portRefusal(address: string, port: number): string | undefined {
+  portDenial(address: string, port: number): string | undefined {
     if (this.ports.has(port)) return undefined;
     const allowed = [...this.ports].sort((a, b) => a - b).join(', ');
     return `not allowed: ${address} is this node's address, where only ports ${allowed} are dialled (--kubelet-port, --node-local-ports)`;
   }
 
-  /** The clause an IP-literal refusal adds: the address is not this node's either. */
+  /** The clause an IP-literal denial adds: the address is not this node's either. */
   get notMine(): string {
     return `not this node's address (--node-ips=${this.opts.ips.join(',')})`;
   }

@@ -4,7 +4,6 @@
 // keeps /etc/hosts (cluster-proxy's hostAliases) and the pod's search path working.
 import { promises as dnsPromises, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
-import { DialDenied } from '../agent/dialer.js';
 import { normalizeName } from '../rules/naming.js';
 import { otherNodeReason } from '../rules/node.js';
 import type { Match } from '../rules/rule-set.js';
@@ -18,7 +17,9 @@ export interface DialResolution {
   addresses: LookupAddress[];
   /** The rule that served the host; undefined for IP literals and names resolved by the system. */
   match?: Match;
-  via: 'literal' | 'rule' | 'system';
+  /** Why the host is denied by its name (another node's): nothing is looked up. */
+  denied?: string;
+  via: 'literal' | 'rule' | 'system' | 'other-node';
 }
 
 export type SystemLookup = (host: string) => Promise<LookupAddress[]>;
@@ -46,7 +47,8 @@ export async function resolveForDial(
   const match = rules.match(name);
   if (match === undefined) {
     const node = rules.otherNode(name);
-    if (node !== undefined) throw new DialDenied(`not allowed: ${name} is ${otherNodeReason(node)}`);
+    if (node !== undefined)
+      return { host, addresses: [], via: 'other-node', denied: `not allowed: ${name} is ${otherNodeReason(node)}` };
     if (rules.inZone(name)) throw notFound(host, `no rule serves this name in the ${rules.naming.cluster} zone`);
     return { host, addresses: await system(host), via: 'system' };
   }

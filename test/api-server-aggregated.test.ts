@@ -400,17 +400,17 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     expect(direct).toBe(403);
   });
 
-  it('a request through the hub shows in a running kubectl get dials --watch, then its bytes and duration once it closes; refusals by field selector; 403 without the dial role', async () => {
+  it('a request through the hub shows in a running kubectl get dials --watch, then its bytes and duration once it closes; denials by field selector; 403 without the dial role', async () => {
     // The agent runs its own hub (no --proxy-server-host); its gRPC frontend takes dials as a hub client's would.
     const grpcPort = Number((await agent!.waitFor(/gRPC frontend (\d+)/))[1]);
     const healthPort = Number((await agent!.waitFor(/"port":(\d+)[^\n]*health server listening/))[1]);
     const through = (address: string) =>
       dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: grpcPort, address });
-    // No rule resolves to 127.0.0.2: refused by the dial policy (and the watch's first list has a row).
+    // No rule resolves to 127.0.0.2: denied by the dial policy (and the watch's first list has a row).
     await expect(through('127.0.0.2:80')).rejects.toThrow(/not allowed/);
     const watch = kube.kubectlProcess('dave', ['get', `dials.${group}`, '--watch']);
     try {
-      await watch.waitFor(/127\.0\.0\.2:80 +<none> +127\.0\.0\.2 +refused/, 30_000);
+      await watch.waitFor(/127\.0\.0\.2:80 +<none> +127\.0\.0\.2 +denied/, 30_000);
       // The rule's name, to the agent's own health port on loopback (what the rule's target resolves to).
       const destination = `kubernetes.default.cluster1:${healthPort}`;
       const conn = await through(destination);
@@ -428,12 +428,11 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
       watch.kill();
       await watch.exited;
     }
-    const refusals = columns(
-      (await kube.kubectl('dave', ['get', `dials.${group}`, '--field-selector', 'result=refused', '-o', 'wide']))
-        .stdout,
+    const denials = columns(
+      (await kube.kubectl('dave', ['get', `dials.${group}`, '--field-selector', 'result=denied', '-o', 'wide'])).stdout,
     );
-    expect(refusals.rows.map((r) => [r[1], r[4]])).toEqual([['127.0.0.2:80', 'refused']]);
-    expect(refusals.header.slice(8)).toEqual(['SERVER', 'CONNECTID', 'TARGET', 'DIAL', 'REASON']);
+    expect(denials.rows.map((r) => [r[1], r[4]])).toEqual([['127.0.0.2:80', 'denied']]);
+    expect(denials.header.slice(8)).toEqual(['SERVER', 'CONNECTID', 'TARGET', 'DIAL', 'REASON']);
     // alice reads resolutions but not the dial log.
     const refused = await kube.kubectl('alice', ['get', `dials.${group}`]);
     expect(refused.code).not.toBe(0);
@@ -442,7 +441,7 @@ describe.skipIf(missing)("dns.spoke-agent.io through a real kube-apiserver's agg
     );
     expect((await kube.kubectl('alice', ['get', `resolutions.${group}`, 'cluster1'])).code).toBe(0);
     const status = await kube.kubectl('dave', ['explain', `dials.${group}.status.result`]);
-    expect(status.stdout).toMatch(/connected, refused \(by the dial policy/);
+    expect(status.stdout).toMatch(/connected, denied \(by the dial policy/);
   }, 90_000);
 
   it('passes the UID from requestheader-uid-headers to the SubjectAccessReview when the ConfigMap names them', async () => {

@@ -9,7 +9,8 @@ import https from 'node:https';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAuthenticationConfig } from '../apiserver/authentication.js';
-import { DialLog, DialRecord } from '../agent/dial-log.js';
+import { Dial } from '../agent/dial.js';
+import { DialLog } from '../agent/dial-log.js';
 import { ApiServer } from '../apiserver/server.js';
 import { startApiServer } from '../apiserver/setup.js';
 import { createCa, type CertAndKey } from '../hub/ephemeral-pki.js';
@@ -34,8 +35,8 @@ let dnsStack: ExplainedDns;
 let server: Awaited<ReturnType<typeof startApiServer>>;
 /** The dial log the API serves; the tunnel's own records are tested in agent/ and through a hub in tunnel.test.ts. */
 const dialLog = new DialLog({ size: 16 });
-const dialRecord = (destination: string, fields: Partial<DialRecord>) =>
-  Object.assign(new DialRecord(Date.now(), performance.now(), 'server-a', destination), fields);
+const dialRecord = (destination: string, fields: Partial<Dial>) =>
+  Object.assign(new Dial(Date.now(), performance.now(), 'server-a', destination), fields);
 const frontProxyCa = createCa('front-proxy-ca');
 const clientCa = createCa('client-ca');
 const otherCa = createCa('other-ca');
@@ -500,7 +501,7 @@ describe('dns.spoke-agent.io on its own port', () => {
     await expect(ended.done).resolves.toBeUndefined();
   });
 
-  it('lists and watches the dial log under its own permission: connect then close as ADDED then MODIFIED, refusals by field selector', async () => {
+  it('lists and watches the dial log under its own permission: connect then close as ADDED then MODIFIED, denials by field selector', async () => {
     const asDave = { headers: { authorization: 'Bearer dave-token' } };
     const asCarol = { cert: clientCa.issue('carol', { client: true }) };
     expect((await call(`${base}/dials`, asCarol)).body.message).toBe(
@@ -517,7 +518,7 @@ describe('dns.spoke-agent.io on its own port', () => {
       });
       dialLog.added(open);
       dialLog.added(
-        dialRecord('169.254.169.254:80', { result: 'refused', reason: 'not allowed', address: '169.254.169.254' }),
+        dialRecord('169.254.169.254:80', { result: 'denied', reason: 'not allowed', address: '169.254.169.254' }),
       );
       const added = await watch.next((e) => e.object.spec.destination === 'web.prod.cluster1:443');
       expect(added).toMatchObject({
@@ -535,9 +536,9 @@ describe('dns.spoke-agent.io on its own port', () => {
     } finally {
       watch.close();
     }
-    const refusals = await call(`${base}/dials?fieldSelector=${encodeURIComponent('result=refused')}`, asDave);
-    expect(refusals.body.items.map((i: Obj) => [i.spec.destination, i.status.result])).toEqual([
-      ['169.254.169.254:80', 'refused'],
+    const denials = await call(`${base}/dials?fieldSelector=${encodeURIComponent('result=denied')}`, asDave);
+    expect(denials.body.items.map((i: Obj) => [i.spec.destination, i.status.result])).toEqual([
+      ['169.254.169.254:80', 'denied'],
     ]);
     const table = await call(`${base}/dials`, {
       ...asDave,
@@ -545,10 +546,10 @@ describe('dns.spoke-agent.io on its own port', () => {
     });
     expect(table.body.rows.map((r: Obj) => r.cells.slice(1, 7))).toEqual([
       ['web.prod.cluster1:443', '--expose=prod/web', '10.0.0.5', 'connected', '11/22', '33ms'],
-      ['169.254.169.254:80', '<none>', '169.254.169.254', 'refused', '<none>', '<none>'],
+      ['169.254.169.254:80', '<none>', '169.254.169.254', 'denied', '<none>', '<none>'],
     ]);
-    const name = refusals.body.items[0].metadata.name;
-    expect((await call(`${base}/dials/${name}`, asDave)).body).toEqual(refusals.body.items[0]);
+    const name = denials.body.items[0].metadata.name;
+    expect((await call(`${base}/dials/${name}`, asDave)).body).toEqual(denials.body.items[0]);
   });
 
   it('serves OpenAPI v2 and v3 to the aggregator (system:aggregator), with ETags it can revalidate', async () => {

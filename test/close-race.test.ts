@@ -48,7 +48,7 @@ describe.each([
       cleanups.push(() => new Promise((r) => target.close(r)));
       const server = await makeServer();
       const agent = startAgent([`localhost:${server.agent}`], [...agentTlsFlags(pki)], {
-        resolve: async () => ['127.0.0.1'],
+        resolve: async () => ({ addresses: ['127.0.0.1'] }),
       });
       cleanups.push(() => agent.stop());
       await agent.ready(1);

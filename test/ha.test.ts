@@ -12,7 +12,7 @@ import { waitUntil, waitUntilAsync } from './support/wait.js';
 const pki = makePki();
 const tls = hubTls(pki);
 const agentFlags = [...agentTlsFlags(pki), '--agent-identifiers=host=echo.cluster1'];
-const resolve = async () => ['127.0.0.1'];
+const resolve = async () => ({ addresses: ['127.0.0.1'] });
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -428,7 +428,7 @@ function interopSuite(release: AnpRelease): void {
         [`--ca-cert=${pki.caCert}`, `--agent-cert=${cert}`, `--agent-key=${key}`, '--agent-id=spoke-rules-agent'],
         {
           identifiers: { own: 'host=own.ruled', groups: ['host=rule.ruled'] },
-          resolve: async () => ['127.0.0.1'],
+          resolve: async () => ({ addresses: ['127.0.0.1'] }),
         },
       );
       try {
@@ -545,7 +545,7 @@ function interopSuite(release: AnpRelease): void {
               `--agent-id=spoke-drain-${name}`,
               '--agent-identifiers=host=drain.example',
             ],
-            { resolve: async () => [ip] },
+            { resolve: async () => ({ addresses: [ip] }) },
           );
           started.push(a);
           await a.ready(1, 15_000);

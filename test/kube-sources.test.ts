@@ -104,7 +104,7 @@ const rejectedUpdates = async () =>
   Number(/result="rejected"\} (\d+)/.exec(await metric('spoke_agent_kube_rule_updates_total'))?.[1] ?? 0);
 
 async function dialEcho(host: string): Promise<string> {
-  const socket = await dialTcp(`${host}:${echo.port}`, {
+  const { socket } = await dialTcp(`${host}:${echo.port}`, {
     timeoutMs: 2000,
     resolve: allowlist.resolve,
     authorize: allowlist.authorize,

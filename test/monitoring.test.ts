@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { DialTraffic } from '../agent/dial-traffic.js';
 import { AgentMetrics } from '../agent/metrics.js';
-import { RefusalAudit } from '../agent/refusal-audit.js';
+import { DenialAudit } from '../agent/denial-audit.js';
 import { systemClock } from '../clock/clock.js';
 import { DialAllowlist } from '../dial-policy/allowlist.js';
 import { dialThroughProxy } from '../client/dial.js';
@@ -131,7 +131,7 @@ describe('alert rules (manifests/monitoring/alerts.rules.yaml)', () => {
         'SpokeAgentDnsServfailRatioHigh',
         'SpokeAgentRulesWatchFailing',
         'SpokeAgentRulesRejected',
-        'SpokeAgentDialRefusalsRising',
+        'SpokeAgentDialDenialsRising',
         'SpokeAgentRuleDialsFailing',
       ]),
     );
@@ -214,7 +214,7 @@ describe('every query names only metrics and labels the agent exports', () => {
       'the rules ConfigMap to be synced',
     );
 
-    // A little of everything: a tunnelled HTTP request to a rule's name, a dial refused by policy,
+    // A little of everything: a tunnelled HTTP request to a rule's name, a dial denied by policy,
     // a DNS answer from a rule and a SERVFAIL.
     const conn = await dialThroughProxy({
       mode: 'grpc',
@@ -276,7 +276,7 @@ describe('every query names only metrics and labels the agent exports', () => {
     const registry = processRegistry();
     new AgentMetrics(registry);
     new DialTraffic(registry);
-    new RefusalAudit(createLogger('silent'), systemClock, registry);
+    new DenialAudit(createLogger('silent'), systemClock, registry);
     new DnsMetrics(registry, () => ({ answers: 0, upstream: 0 }));
     new KubeMetrics(registry);
     new DialAllowlist({ resolveForDial: async () => ({ addresses: [] }), cidrs: [], registry });

@@ -75,7 +75,9 @@ describe.each([
     async () => {
       const server = await makeServer();
       await server.start();
-      const agent = startAgent([`localhost:${server.port}`], agentFlags, { resolve: async () => ['127.0.0.1'] });
+      const agent = startAgent([`localhost:${server.port}`], agentFlags, {
+        resolve: async () => ({ addresses: ['127.0.0.1'] }),
+      });
       cleanups.push(() => agent.stop());
       await agent.ready(1);
       // Down until 1, 2, then 3 more attempts were refused.
@@ -118,7 +120,7 @@ describe('a server that stays down', () => {
     const agent = startAgent(
       [`localhost:${(sink.address() as net.AddressInfo).port}`],
       [...agentFlags, '--sync-interval=100ms', '--sync-interval-cap=200ms'],
-      { resolve: async () => ['127.0.0.1'] },
+      { resolve: async () => ({ addresses: ['127.0.0.1'] }) },
     );
     cleanups.push(() => agent.stop());
     await waitUntilAsync(async () => (await attempts(agent, 'failed')) >= 5, 60_000, 'five refused attempts');

@@ -33,7 +33,7 @@ beforeAll(async () => {
     [...agentTlsFlags(pki), '--agent-id=retiring', '--drain-timeout=20s'],
     {
       identifiers: { own: 'host=own.cluster1', groups: ['host=old.cluster1'] },
-      resolve: async () => ['127.0.0.1'],
+      resolve: async () => ({ addresses: ['127.0.0.1'] }),
       clock,
     },
   );
@@ -124,7 +124,7 @@ describe('a retired stream', () => {
     const lines: Array<Record<string, unknown>> = [];
     const draining = startAgent([`localhost:${both.ports.agent}`], [...agentTlsFlags(pki), '--agent-id=draining'], {
       identifiers: { own: 'host=own.cluster2', groups: ['host=rule.cluster2'] },
-      resolve: async () => ['127.0.0.1'],
+      resolve: async () => ({ addresses: ['127.0.0.1'] }),
       clock: drainClock,
       log: pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) }),
     });

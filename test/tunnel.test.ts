@@ -86,12 +86,11 @@ beforeAll(async () => {
       '--dial-timeout=400ms',
     ],
     {
-      resolve: async (host, dial) => {
+      resolve: async (host) => {
         if (host === 'slow.cluster1') return new Promise(() => {});
-        if (host === 'web.prod.cluster1' && dial) dial.rule = '--expose=prod/web';
         const ip = names[host];
         if (!ip) throw new Error('not found');
-        return [ip];
+        return host === 'web.prod.cluster1' ? { addresses: [ip], rule: '--expose=prod/web' } : { addresses: [ip] };
       },
       authorize: (host) =>
         host === 'forbidden.cluster1' ? 'not allowed: no rule serves "forbidden.cluster1"' : undefined,
@@ -169,7 +168,7 @@ describe.each(modes)('through the %s frontend', (mode) => {
 });
 
 describe('agent behaviour seen by the hub', () => {
-  it('records each dial in the dial log: the server, the rule, bytes and duration once closed, refusals with their reason', async () => {
+  it('records each dial in the dial log: the server, the rule, bytes and duration once closed, denials with their reason', async () => {
     const log = agent.agent.dialLog!;
     const from = log.last;
     const conn = await dial('grpc', `web.prod.cluster1:${web.port}`);
@@ -185,7 +184,7 @@ describe('agent behaviour seen by the hub', () => {
     await expect(dial('grpc', 'forbidden.cluster1:80')).rejects.toThrow(/not allowed/);
     expect(log.current().at(-1)).toMatchObject({
       destination: 'forbidden.cluster1:80',
-      result: 'refused',
+      result: 'denied',
       reason: 'dial tcp forbidden.cluster1:80: not allowed: no rule serves "forbidden.cluster1"',
       server: hub.serverID,
     });

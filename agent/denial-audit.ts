@@ -1,18 +1,19 @@
-// Refused dials as audit lines: one structured warn line per dial the dial policy refused (server,
-// destination, the address refused, the reason), rate limited by a token bucket on the agent's
-// clock so a hub asking for refused dials in a loop cannot flood the log. Lines dropped are counted
-// (spoke_agent_dial_refusal_lines_suppressed_total), and the next line written says how many.
+// Denied dials as audit lines: one structured warn line per dial the dial policy denied (server,
+// destination, the address denied, the reason), rate limited by a token bucket on the agent's
+// clock so a hub asking for denied dials in a loop cannot flood the log. Lines dropped are counted
+// (spoke_agent_dial_refusal_lines_suppressed_total: the metric keeps its name for dashboards), and
+// the next line written says how many.
 import { Counter, type Registry } from 'prom-client';
 import type { Clock } from '../clock/clock.js';
 import { TokenBucket } from '../clock/token-bucket.js';
 import type { Logger } from '../observability/log.js';
-import type { DialRecord } from './dial-log.js';
+import type { Dial } from './dial.js';
 
 /** Audit lines a second at most, after a burst of this many. */
-const refusalLinesPerSecond = 5;
-export const refusalLineBurst = 20;
+const denialLinesPerSecond = 5;
+export const denialLineBurst = 20;
 
-export class RefusalAudit {
+export class DenialAudit {
   private readonly bucket: TokenBucket;
   private suppressed = 0;
   private readonly suppressedLines: Counter;
@@ -22,15 +23,15 @@ export class RefusalAudit {
     clock: Clock,
     registry: Registry,
   ) {
-    this.bucket = new TokenBucket(clock, refusalLinesPerSecond, refusalLineBurst);
+    this.bucket = new TokenBucket(clock, denialLinesPerSecond, denialLineBurst);
     this.suppressedLines = new Counter({
       name: 'spoke_agent_dial_refusal_lines_suppressed_total',
-      help: `Refused-dial audit lines not written because more than ${refusalLinesPerSecond} a second came (after a burst of ${refusalLineBurst}); the next line written says how many.`,
+      help: `Denied-dial audit lines not written because more than ${denialLinesPerSecond} a second came (after a burst of ${denialLineBurst}); the next line written says how many.`,
       registers: [registry],
     });
   }
 
-  refused(r: DialRecord): void {
+  denied(r: Dial): void {
     if (!this.bucket.take()) {
       this.suppressed++;
       this.suppressedLines.inc();
@@ -38,14 +39,14 @@ export class RefusalAudit {
     }
     this.log.warn(
       {
-        audit: 'dial-refused',
+        audit: 'dial-denied',
         server: r.server,
         destination: r.destination,
         address: r.address,
         reason: r.reason,
         ...(this.suppressed > 0 ? { suppressedBefore: this.suppressed } : {}),
       },
-      'dial refused by the dial policy',
+      'dial denied by the dial policy',
     );
     this.suppressed = 0;
   }
