@@ -149,20 +149,13 @@ describe('CONTRIBUTING.md layout', () => {
     expect([...folders.keys()].sort()).toEqual(present);
   });
 
-  // dial-policy/ still takes DialDenied from agent/dialer.ts: the dial rework (issue 35, step 2) turns it round.
-  const pending = new Set([
-    'dial-policy/allowlist.ts -> agent',
-    'dial-policy/resolve.ts -> agent',
-    'dial-policy/dial-policy.ts -> agent',
-  ]);
-
   it.each(codeFolders)('%s imports only from its own folder and lower floors', (folder) => {
     const floor = folders.get(folder);
     expect(floor, `${folder}/ has a floor in CONTRIBUTING.md's layout`).toBeTypeOf('number');
     const upwards = sourceFiles(folder).flatMap((file) =>
       [...read(file).matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)].flatMap(([, specifier]) => {
         const to = folderImported(file, specifier!);
-        if (to === undefined || to === folder || pending.has(`${file} -> ${to}`)) return [];
+        if (to === undefined || to === folder) return [];
         const toFloor = folders.get(to);
         return toFloor !== undefined && toFloor < floor! ? [] : [`${file} -> ${to}/ (floor ${toFloor ?? '?'})`];
       }),
