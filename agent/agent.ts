@@ -110,6 +110,7 @@ export class Agent {
       dial: (address, cancel) =>
         dialTcp(address, {
           timeoutMs: options.dialTimeout,
+          clock: deps.clock,
           cancel,
           resolve: deps.resolve,
           authorize: deps.authorize,

@@ -10,7 +10,7 @@ export class DialRecorder {
   constructor(
     private readonly traffic: DialTraffic,
     private readonly audit: DenialAudit,
-    readonly log: DialLog | undefined,
+    readonly dialLog: DialLog | undefined,
   ) {}
 
   /** A dial settled; returns its rule's counts, which a connected dial's connection adds its bytes to. */
@@ -21,13 +21,13 @@ export class DialRecorder {
       t.open++;
       t.latency.observe(r.dialMs / 1000);
     } else if (r.result === 'denied') this.audit.denied(r);
-    this.log?.added(r);
+    this.dialLog?.added(r);
     return t;
   }
 
   /** A connected dial closed; it holds its bytes and duration by now. */
   closed(r: Dial, t: RuleTraffic): void {
     t.open--;
-    this.log?.modified(r);
+    this.dialLog?.modified(r);
   }
 }

@@ -2,6 +2,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DialCancel, type TargetDialError, dialTcp, relayTargetReads } from './dialer.js';
 import { waitUntil } from '../test/support/wait.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 
 const servers: net.Server[] = [];
 afterEach(() => {
@@ -59,8 +60,17 @@ describe('dialTcp', () => {
 
   it('times out with i/o timeout when the dial does not complete in time', async () => {
     const never = () => new Promise<never>(() => {});
-    await expect(dialTcp('slow.example:80', { timeoutMs: 150, resolve: never })).rejects.toMatchObject({
+    const clock = new ManualClock();
+    const dial = dialTcp('slow.example:80', { timeoutMs: 150, clock, resolve: never });
+    let settled = false;
+    dial.catch(() => {}).finally(() => (settled = true));
+    await waitUntil(() => clock.waiting === 1, 5000, 'the lookup to wait on the clock');
+    await clock.advance(149);
+    expect(settled).toBe(false);
+    await clock.advance(1);
+    await expect(dial).rejects.toMatchObject({
       reason: 'timeout',
+      message: 'dial tcp: lookup slow.example: i/o timeout',
     });
   });
 

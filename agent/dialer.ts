@@ -7,6 +7,7 @@ import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
+import { systemClock, type Clock } from '../clock/clock.js';
 
 /**
  * Cancels a dial (the hub's DIAL_CLS, or its stream going away). What an AbortSignal does, without
@@ -28,7 +29,9 @@ export class DialCancel {
 }
 
 export interface TargetDialOptions {
+  /** For the lookup and the connect together, on `clock` (default the system clock). */
   timeoutMs: number;
+  clock?: Clock;
   cancel?: DialCancel;
   resolve?: HostResolver;
   authorize?: DialAuthorizer;
@@ -72,8 +75,9 @@ const systemResolver: HostResolver = async (host) => ({
 export async function dialTcp(address: string, opts: TargetDialOptions): Promise<Dialled> {
   const target = splitHostPort(address);
   if (typeof target === 'string') throw new TargetDialError(`dial tcp ${target}`, 'unknown');
-  const deadline = Date.now() + opts.timeoutMs;
-  const found = net.isIP(target.host) ? { addresses: [target.host] } : await lookup(target.host, deadline, opts);
+  const clock = opts.clock ?? systemClock;
+  const deadline = clock.now() + opts.timeoutMs;
+  const found = net.isIP(target.host) ? { addresses: [target.host] } : await lookup(target.host, deadline, clock, opts);
   if ('denied' in found) throw new TargetDialError(`dial tcp ${address}: ${found.denied}`, 'denied');
   const { addresses, rule, name } = found;
   for (const ip of addresses) {
@@ -84,7 +88,7 @@ export async function dialTcp(address: string, opts: TargetDialOptions): Promise
   for (const ip of addresses) {
     const route = { rule, name, address: ip };
     try {
-      return { socket: await connect(ip, target.port, address, deadline, opts, route), ...route };
+      return { socket: await connect(ip, target.port, address, deadline, clock, opts, route), ...route };
     } catch (err) {
       lastError = err as TargetDialError;
       if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
@@ -94,10 +98,10 @@ export async function dialTcp(address: string, opts: TargetDialOptions): Promise
 }
 
 /** The host's addresses (at least one) or the policy's denial; a failed lookup is the hub's "no such host". */
-async function lookup(host: string, deadline: number, opts: TargetDialOptions) {
+async function lookup(host: string, deadline: number, clock: Clock, opts: TargetDialOptions) {
   let found: Awaited<ReturnType<HostResolver>>;
   try {
-    found = await withDeadline((opts.resolve ?? systemResolver)(host), deadline, host, opts.cancel);
+    found = await withDeadline((opts.resolve ?? systemResolver)(host), deadline, clock, host, opts.cancel);
   } catch (err) {
     if (err instanceof TargetDialError) throw err;
     throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable');
@@ -152,6 +156,7 @@ function connect(
   port: number,
   address: string,
   deadline: number,
+  clock: Clock,
   opts: TargetDialOptions,
   route: DialRoute,
 ): Promise<net.Socket> {
@@ -180,12 +185,11 @@ function connect(
         ),
       );
     const onAbort = () => fail(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled', route));
-    const timer = setTimeout(
-      () => fail(new TargetDialError(`dial tcp ${address}: i/o timeout`, 'timeout', route)),
-      Math.max(0, deadline - Date.now()),
+    const stopTimer = clock.after(Math.max(0, deadline - clock.now()), () =>
+      fail(new TargetDialError(`dial tcp ${address}: i/o timeout`, 'timeout', route)),
     );
     const cleanup = () => {
-      clearTimeout(timer);
+      stopTimer();
       socket.off('error', onError);
       if (cancel) cancel.onCancel = undefined;
     };
@@ -199,16 +203,21 @@ function connect(
   });
 }
 
-function withDeadline<T>(work: Promise<T>, deadline: number, host: string, cancel?: DialCancel): Promise<T> {
+function withDeadline<T>(
+  work: Promise<T>,
+  deadline: number,
+  clock: Clock,
+  host: string,
+  cancel?: DialCancel,
+): Promise<T> {
   return new Promise((resolve, reject) => {
     if (cancel?.cancelled) return reject(new TargetDialError('dial tcp: operation was canceled', 'cancelled'));
-    const timer = setTimeout(
-      () => reject(new TargetDialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')),
-      Math.max(0, deadline - Date.now()),
+    const stopTimer = clock.after(Math.max(0, deadline - clock.now()), () =>
+      reject(new TargetDialError(`dial tcp: lookup ${host}: i/o timeout`, 'timeout')),
     );
     if (cancel) cancel.onCancel = () => reject(new TargetDialError('dial tcp: operation was canceled', 'cancelled'));
     work.then(resolve, reject).finally(() => {
-      clearTimeout(timer);
+      stopTimer();
       if (cancel) cancel.onCancel = undefined;
     });
   });

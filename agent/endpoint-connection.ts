@@ -8,7 +8,7 @@
 //   but steady uploads); a target that has stopped reading is closed with an error instead, so it
 //   cannot stall its neighbours (ANP #180). Memory per connection stays near `maxBuffer`, and the
 //   sum over all connections within the agent's BufferBudget.
-// - closing: once the tunnel connection is closed, the socket gets its final bytes flushed and is
+// - closing: once the connection is closed, the socket gets its final bytes flushed and is
 //   released (destroyed) as soon as they are, or after `lingerMs` at most, whether or not the
 //   target closes its side; until then it is counted as closing.
 import type { Duplex } from 'node:stream';
@@ -122,7 +122,7 @@ export class EndpointConnection implements BufferHolder {
         if (!this.relay(chunk)) socket.pause();
       });
     }
-    // Remote EOF ends the whole tunnel connection, as in the Go agent: the protocol has no half-close.
+    // Remote EOF ends the whole connection, as in the Go agent: the protocol has no half-close.
     socket.on('end', () => this.finish(undefined, 'remote EOF'));
     socket.on('error', (err: Error) => this.finish(undefined, `target error: ${err.message}`));
     // One 'close' listener does both (each listener, and a once() wrapper more so, costs every idle connection).

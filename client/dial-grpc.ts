@@ -110,9 +110,9 @@ class GrpcConnection extends Duplex {
   /** end(): CLOSE_REQ, then wait for CLOSE_RSP (Go's conn.Close), at most 10 s. */
   override _final(cb: (err?: Error | null) => void): void {
     if (this.finished) return cb();
-    const timer = setTimeout(() => this.remoteClosed('close timeout'), closeTimeoutMs);
+    const stopTimer = this.ctx.clock.after(closeTimeoutMs, () => this.remoteClosed('close timeout'));
     this.onCloseRsp = () => {
-      clearTimeout(timer);
+      stopTimer();
       cb();
     };
     this.sendClose();
@@ -122,7 +122,7 @@ class GrpcConnection extends Duplex {
     this.sendClose();
     if (!this.call.writableEnded) this.call.end();
     // Give the close packet a moment to leave, then drop the stream regardless.
-    setTimeout(() => this.call.cancel(), closeTimeoutMs).unref();
+    this.ctx.clock.after(closeTimeoutMs, () => this.call.cancel());
     cb(err);
   }
 }
@@ -145,17 +145,17 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
     const fail = (message: string) => {
       if (!dialing) return;
       dialing = false;
-      clearTimeout(timer);
+      stopTimer();
       ctx.event({ kind: 'closed', ms: ctx.elapsed(), reason: message });
       if (!call.writableEnded) call.end();
-      setTimeout(() => call.cancel(), 1000).unref();
+      ctx.clock.after(1000, () => call.cancel());
       reject(new DialError(message));
     };
-    const timer = setTimeout(() => {
+    const stopTimer = ctx.clock.after(ctx.timeoutMs, () => {
       // Go sends DIAL_CLS on its backstop and closes the connection.
       conn.send({ type: PacketType.DIAL_CLS, closeDial: { random } });
       fail(`dial timeout after ${ctx.timeoutMs} ms`);
-    }, ctx.timeoutMs);
+    });
 
     call.on('metadata', () => ctx.event({ kind: 'connected', ms: ctx.elapsed(), to: target }));
     call.on('data', (pkt: Packet) => {
@@ -164,7 +164,7 @@ export function dialGrpc(opts: DialOptions, ctx: DialContext): Promise<Duplex> {
       if (pkt.type === PacketType.DIAL_RSP && pkt.dialResponse?.random === random) {
         if (pkt.dialResponse.error) return fail(pkt.dialResponse.error);
         dialing = false;
-        clearTimeout(timer);
+        stopTimer();
         conn.connectID = pkt.dialResponse.connectID;
         ctx.event({ kind: 'established', ms: ctx.elapsed(), connectID: conn.connectID });
         resolve(conn);

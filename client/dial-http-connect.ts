@@ -49,7 +49,7 @@ export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Du
     const settle = (err?: DialError) => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      stopTimer();
       socket.off('readable', onReadable);
       socket.off('end', onEnd);
       socket.off('error', onError);
@@ -101,7 +101,9 @@ export function dialHttpConnect(opts: DialOptions, ctx: DialContext): Promise<Du
     };
     const onEnd = () => (reply ? refuse() : settle(new DialError('proxy closed the connection before replying')));
     const onError = (err: Error) => (reply && reply.status !== 200 ? refuse() : settle(new DialError(err.message)));
-    const timer = setTimeout(() => settle(new DialError(`dial timeout after ${ctx.timeoutMs} ms`)), ctx.timeoutMs);
+    const stopTimer = ctx.clock.after(ctx.timeoutMs, () =>
+      settle(new DialError(`dial timeout after ${ctx.timeoutMs} ms`)),
+    );
 
     socket.once(ctx.tls ? 'secureConnect' : 'connect', () => {
       ctx.event({ kind: 'connected', ms: ctx.elapsed(), to });

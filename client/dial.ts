@@ -5,6 +5,7 @@ import type { SecureContext } from 'node:tls';
 import { dialGrpc } from './dial-grpc.js';
 import { dialHttpConnect } from './dial-http-connect.js';
 import { secureContextFor } from './secure-context.js';
+import { systemClock, type Clock } from '../clock/clock.js';
 
 export interface DialOptions {
   /** `grpc`: one ProxyService/Proxy stream per dial. `http-connect`: a CONNECT request. */
@@ -29,6 +30,8 @@ export interface DialOptions {
   timeoutMs?: number;
   /** Timings and packets, for `--verbose`. */
   onEvent?: (event: DialEvent) => void;
+  /** What the timeouts and timings run on; default the system clock. */
+  clock?: Clock;
 }
 
 /** `ms` is the time since the dial started. */
@@ -52,18 +55,20 @@ export class DialError extends Error {
 
 export const defaultDialTimeoutMs = 30_000;
 
-/** TLS (the parsed material) or plaintext, and the event clock, for both modes. */
+/** TLS (the parsed material) or plaintext, and the clock, for both modes. */
 export interface DialContext {
   tls: SecureContext | undefined;
   timeoutMs: number;
+  clock: Clock;
   event: (e: DialEvent) => void;
   elapsed: () => number;
 }
 
 /** Throws a DialError when the TLS material does not parse. */
 function dialContext(opts: DialOptions): DialContext {
-  const start = performance.now();
-  const elapsed = () => Math.round((performance.now() - start) * 10) / 10;
+  const clock = opts.clock ?? systemClock;
+  const start = clock.now();
+  const elapsed = () => Math.round((clock.now() - start) * 10) / 10;
   let tls: SecureContext | undefined;
   if (opts.ca !== undefined || opts.cert !== undefined || opts.key !== undefined) {
     try {
@@ -75,6 +80,7 @@ function dialContext(opts: DialOptions): DialContext {
   return {
     tls,
     timeoutMs: opts.timeoutMs ?? defaultDialTimeoutMs,
+    clock,
     event: opts.onEvent ?? (() => {}),
     elapsed,
   };

@@ -34,6 +34,7 @@ import { ruleFlags } from '../rules/options.js';
 import type { Registry } from 'prom-client';
 import type { RulesAndDns } from './agent-rules.js';
 import { processMemoryLimit } from '../memory/container-memory.js';
+import { systemClock } from '../clock/clock.js';
 import type { Demo } from './demo.js';
 import type { LocalHub } from './local-hub.js';
 
@@ -459,16 +460,16 @@ function waitForSignals(
   shutdown: () => Promise<void>,
 ): Promise<number> {
   return new Promise((resolve) => {
-    let firstAt = 0;
+    let firstAt: number | undefined;
     const onSignal = (signal: NodeJS.Signals) => {
-      if (firstAt !== 0) {
+      if (firstAt !== undefined) {
         // `npm start` under a terminal delivers Ctrl-C twice (the process group, then tsx's relay):
         // only a signal well after the first is the operator insisting.
-        if (Date.now() - firstAt < 1000) return;
+        if (systemClock.now() - firstAt < 1000) return;
         log.warn({ signal }, 'second signal: exiting without waiting for connections');
         process.exit(1);
       }
-      firstAt = Date.now();
+      firstAt = systemClock.now();
       log.info(
         { signal, drainTimeoutMs },
         'draining: DRAIN sent to every proxy-server, waiting for in-flight connections',

@@ -3,6 +3,7 @@ import dgram from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import { isIPv6, Socket } from 'node:net';
 import { joinHostPort } from '../net/address.js';
+import { systemClock } from '../clock/clock.js';
 import { agentFlags } from '../agent/options.js';
 import { describeRecords, type Explanation, explanationReason, flagsOf } from '../dns/explain.js';
 import { decodeMessage } from '../dns/dns2.js';
@@ -34,16 +35,15 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
       cleanup();
       reject(err);
     };
-    const timer = setTimeout(
-      () => fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)),
-      timeoutMs,
+    const stopTimer = systemClock.after(timeoutMs, () =>
+      fail(new Error(`no answer from ${server}:${port} within ${timeoutMs}ms`)),
     );
-    let cleanup = () => clearTimeout(timer);
+    let cleanup = stopTimer;
     if (tcp) {
       const socket = new Socket();
       let buffered = Buffer.alloc(0);
       cleanup = () => {
-        clearTimeout(timer);
+        stopTimer();
         socket.destroy();
       };
       socket.on('error', fail);
@@ -62,7 +62,7 @@ function ask(query: Buffer, server: string, port: number, tcp: boolean, timeoutM
     } else {
       const socket = dgram.createSocket(isIPv6(server) ? 'udp6' : 'udp4');
       cleanup = () => {
-        clearTimeout(timer);
+        stopTimer();
         socket.close();
       };
       socket.on('error', fail);

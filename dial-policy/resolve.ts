@@ -42,14 +42,14 @@ export async function resolveForDial(
   const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
   const family = isIP(bare);
   if (family !== 0) return { host, addresses: [{ address: bare, family }], via: 'literal' };
-  const rules = resolver.rules.current;
+  const ruleSet = resolver.holder.current;
   const name = normalizeName(host);
-  const match = rules.match(name);
+  const match = ruleSet.match(name);
   if (match === undefined) {
-    const node = rules.otherNode(name);
+    const node = ruleSet.otherNode(name);
     if (node !== undefined)
       return { host, addresses: [], via: 'other-node', denied: `not allowed: ${name} is ${otherNodeReason(node)}` };
-    if (rules.inZone(name)) throw notFound(host, `no rule serves this name in the ${rules.naming.cluster} zone`);
+    if (ruleSet.inZone(name)) throw notFound(host, `no rule serves this name in the ${ruleSet.naming.cluster} zone`);
     return { host, addresses: await system(host), via: 'system' };
   }
   const { target } = match;

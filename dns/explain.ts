@@ -62,7 +62,7 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const normalized = normalizeName(name);
   const problem = hostNameProblem(normalized, 'name');
   if (problem) throw new Error(problem);
-  const ruleSet = resolver.rules.current;
+  const ruleSet = resolver.holder.current;
   const match = ruleSet.match(normalized);
   const node = ruleSet.otherNode(normalized);
   const action = match

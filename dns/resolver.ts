@@ -39,7 +39,8 @@ import {
 } from './wire.js';
 
 export interface ResolverOptions {
-  rules: RuleHolder;
+  /** The rules in force, and their changes. */
+  holder: RuleHolder;
   upstream: UpstreamClient;
   /** Forward names no rule matches (false: REFUSED). */
   forward: boolean;
@@ -82,11 +83,11 @@ export class Resolver {
     const limits = { maxEntries: opts.cacheSize, maxTtl: 3600, maxNegativeTtl: 1800 };
     this.answers = new ResponseCache(limits);
     this.upstreamCache = new ResponseCache(limits);
-    opts.rules.onChange(() => this.answers.clear());
+    opts.holder.onChange(() => this.answers.clear());
   }
 
-  get rules(): RuleHolder {
-    return this.opts.rules;
+  get holder(): RuleHolder {
+    return this.opts.holder;
   }
 
   get forwarding(): boolean {
@@ -237,8 +238,8 @@ export class Resolver {
 
   private async resolve(msg: Buffer, q: Query, proto: Proto, now: number): Promise<Resolved> {
     const name = questionName(msg).toLowerCase();
-    const generation = this.opts.rules.generation;
-    const ruleSet = this.opts.rules.current;
+    const generation = this.opts.holder.generation;
+    const ruleSet = this.opts.holder.current;
     const match = ruleSet.match(name);
     if (match !== undefined || ruleSet.inZone(name)) {
       this.opts.metrics.cacheMisses.answers.inc();
@@ -246,7 +247,7 @@ export class Resolver {
         const r = await this.build(msg, q, name, match, ruleSet, generation);
         const info = inspectResponse(r.bytes)!;
         // An answer built from the rules being replaced must not outlive them.
-        if (generation === this.opts.rules.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
+        if (generation === this.opts.holder.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
         return { ...r, info };
       });
       return { ...built, bytes: reuseResponse(built.bytes, built.info, 0, msg, q) };

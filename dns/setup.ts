@@ -82,7 +82,7 @@ export function createResolver(
       onSkipped: (reason, n) => metrics.queryLogSkipped.inc({ reason }, n),
     });
   resolver = new Resolver({
-    rules: holder,
+    holder,
     upstream,
     forward: values.dnsForward && !none,
     forwardOffReason: none,

@@ -76,7 +76,7 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
         serving = false;
         return;
       }
-      const connection: TunnelledConnection = { random, address, agent, frontend, start: Date.now() };
+      const connection: TunnelledConnection = { random, address, agent, frontend, start: opts.switchboard.clock.now() };
       switchboard.addPending(connection);
       if (agent.closed) {
         switchboard.removePending(random);
@@ -87,13 +87,12 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
       }
       agent.send(pkt as OutPacket);
       if (opts.backendDialTimeoutMs > 0) {
-        const timer = setTimeout(() => {
+        const stopTimer = opts.switchboard.clock.after(opts.backendDialTimeoutMs, () => {
           if (!switchboard.removePending(random)) return;
           switchboard.dialFailed('backend_dial_timeout');
           frontend.deliver({ type: PacketType.DIAL_RSP, dialResponse: { random, error: backendDialTimeoutError } });
-        }, opts.backendDialTimeoutMs);
-        timer.unref();
-        call.once('close', () => clearTimeout(timer));
+        });
+        call.once('close', stopTimer);
       }
     };
 

@@ -134,13 +134,13 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   };
   const frontend = new HttpFrontend(socket, closeHttp);
   const random = newRandom();
-  const connection: TunnelledConnection = { random, address, agent, frontend, start: Date.now() };
+  const connection: TunnelledConnection = { random, address, agent, frontend, start: opts.switchboard.clock.now() };
   switchboard.addPending(connection);
 
   let established = false;
-  let timer: NodeJS.Timeout | undefined;
+  let stopTimer = () => {};
   const failDial = (reply: string) => {
-    clearTimeout(timer);
+    stopTimer();
     if (!established && switchboard.removePending(random)) socket.end(reply);
   };
   if (agent.closed) {
@@ -151,10 +151,10 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   agent.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address, random } });
 
   if (opts.backendDialTimeoutMs > 0) {
-    timer = setTimeout(() => {
+    stopTimer = opts.switchboard.clock.after(opts.backendDialTimeoutMs, () => {
       switchboard.dialFailed('backend_dial_timeout');
       failDial(replies.dialTimeout);
-    }, opts.backendDialTimeoutMs);
+    });
   }
   frontend.onAgentGone = () => {
     switchboard.dialFailed('backend_close');
@@ -163,7 +163,7 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
 
   // Frontend gone before the connection was established: drop the pending dial (no DIAL_CLS here, as in Go).
   socket.once('close', () => {
-    clearTimeout(timer);
+    stopTimer();
     if (!established && switchboard.removePending(random)) switchboard.dialFailed('frontend_close');
   });
 
@@ -193,7 +193,7 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
 
   frontend.onEstablished = () => {
     established = true;
-    clearTimeout(timer);
+    stopTimer();
     socket.write(replies.established);
     log.debug({ address, connectID: connection.connectID, agentID: agent.agentID }, 'CONNECT established');
     if (head.length > 0) onData(head);

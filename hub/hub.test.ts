@@ -9,6 +9,7 @@ import { dialThroughProxy, DialError, type DialOptions } from '../client/dial.js
 import { AgentService, PacketType, ProxyService, type OutPacket, type Packet } from '../proto/packets.js';
 import { startEchoServer, type Target } from '../test/support/targets.js';
 import { waitUntil } from '../test/support/wait.js';
+import { ManualClock } from '../test/support/manual-clock.js';
 import { createEphemeralPki, type EphemeralPki } from './ephemeral-pki.js';
 import { ProxyHub, type ProxyHubOptions } from './proxy-server.js';
 
@@ -285,10 +286,14 @@ describe.each(modes)('%s frontend', (mode) => {
   });
 
   it('times out a dial the agent never answers (--backend-dial-timeout)', async () => {
-    const hub = await startHub({ backendDialTimeoutMs: 200 });
-    agentOn(hub, { silent: true });
+    const clock = new ManualClock();
+    const hub = await startHub({ backendDialTimeoutMs: 200, clock });
+    const agent = agentOn(hub, { silent: true });
     await hub.waitForAgent();
-    const err = (await dialThroughProxy(dialOpts(hub, mode, '127.0.0.1:9')).catch((e: unknown) => e)) as DialError;
+    const dial = dialThroughProxy(dialOpts(hub, mode, '127.0.0.1:9')).catch((e: unknown) => e);
+    await waitUntil(() => agent.received.some((p) => p.type === PacketType.DIAL_REQ), 20_000, 'the DIAL_REQ');
+    await clock.advance(200);
+    const err = (await dial) as DialError;
     if (mode === 'grpc') expect(err.message).toBe('timed out waiting for backend dial');
     else {
       expect(err.httpStatus).toBe(504);

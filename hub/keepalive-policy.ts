@@ -5,6 +5,7 @@
 // MinTime 30 s with PermitWithoutStream, its frontend port grpc-go's defaults.)
 import http2 from 'node:http2';
 import type { Logger } from '../observability/log.js';
+import type { Clock } from '../clock/clock.js';
 
 export interface EnforcementPolicy {
   minTimeMs: number;
@@ -71,6 +72,7 @@ export function watchPings(
   policy: EnforcementPolicy,
   byPeer: Map<string, PingStrikes>,
   log: Logger,
+  clock: Clock,
 ): void {
   const peer = peerOf(session.socket);
   const strikes = new PingStrikes(policy);
@@ -82,11 +84,11 @@ export function watchPings(
   });
   session.on('ping', (payload?: Buffer) => {
     if (isBdpPing(payload)) strikes.wrote();
-    if (!strikes.ping(Date.now(), streams)) return;
+    if (!strikes.ping(clock.now(), streams)) return;
     log.warn({ peer }, 'client pings too often: GOAWAY too_many_pings');
     session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, 0, tooManyPings);
     // Let the GOAWAY frame leave before the connection does.
-    setTimeout(() => session.destroy(), 100).unref();
+    clock.after(100, () => session.destroy());
   });
   session.once('close', () => byPeer.delete(peer));
 }

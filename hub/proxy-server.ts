@@ -11,6 +11,7 @@ import { AgentService, type PacketType, ProxyService, type Packet } from '../pro
 import { agentConnectHandler, type AgentStream, type AgentTokenValidator } from './agent-port.js';
 import type { ProxyStrategy } from './backends.js';
 import { proxyHandler } from './frontend-grpc.js';
+import { systemClock, type Clock } from '../clock/clock.js';
 import { createHttpConnectServer } from './frontend-http-connect.js';
 import { onSessions, widenWindows } from './grpc-sessions.js';
 import {
@@ -55,6 +56,8 @@ export interface ProxyHubOptions {
   /** Go's TokenReview check, when agents must send a bearer token. */
   validateAgentToken?: AgentTokenValidator;
   log?: Logger;
+  /** What the backend dial timeout and the ping policy wait on; default the system clock. */
+  clock?: Clock;
 }
 
 export interface HubPorts {
@@ -105,7 +108,8 @@ export class ProxyHub {
     const log = opts.log ?? createLogger('silent', 'hub');
     const host = opts.host ?? '127.0.0.1';
     const serverID = opts.serverID ?? randomUUID();
-    const switchboard = new Switchboard(opts.proxyStrategies ?? ['default'], log);
+    const clock = opts.clock ?? systemClock;
+    const switchboard = new Switchboard(opts.proxyStrategies ?? ['default'], log, clock);
     const hub = new ProxyHub(serverID, host, { agent: 0 }, switchboard);
     const keepalive = {
       'grpc.keepalive_time_ms': opts.keepaliveTimeMs ?? 3_600_000,
@@ -125,7 +129,7 @@ export class ProxyHub {
         const pings = new Map<string, PingStrikes>();
         onSessions(server, log, (session) => {
           widenWindows(session);
-          watchPings(session, policy, pings, log);
+          watchPings(session, policy, pings, log, clock);
         });
         register(server, pings);
         return bound;

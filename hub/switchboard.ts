@@ -4,6 +4,7 @@
 // serveRecvBackend), without its listeners.
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../observability/log.js';
+import { systemClock, type Clock } from '../clock/clock.js';
 import { PacketType, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
 import { Backends, type Backend, type ProxyStrategy } from './backends.js';
 import type { Identifiers } from './identifiers.js';
@@ -40,6 +41,7 @@ export interface TunnelledConnection {
   readonly address: string;
   readonly agent: AgentLink;
   readonly frontend: FrontendLink;
+  /** When the DIAL_REQ went out, on the switchboard's clock. */
   readonly start: number;
   connectID?: string;
 }
@@ -131,6 +133,8 @@ export class Switchboard {
   constructor(
     strategies: readonly ProxyStrategy[],
     private readonly log: Logger,
+    /** What the frontends' backend dial timeouts wait on, and what times a dial (TunnelledConnection.start) for the log. */
+    readonly clock: Clock = systemClock,
     random?: () => number,
   ) {
     this.backends = new Backends(strategies, random, (key) => {
@@ -277,7 +281,13 @@ export class Switchboard {
         if (error) return;
         this.addEstablished(connection, connectID);
         log.debug(
-          { agentID: agent.agentID, random, connectID, address: connection.address, ms: Date.now() - connection.start },
+          {
+            agentID: agent.agentID,
+            random,
+            connectID,
+            address: connection.address,
+            ms: Math.round(this.clock.now() - connection.start),
+          },
           'proxy connection established',
         );
         connection.frontend.established?.(connection);

@@ -1,0 +1,71 @@
+import net from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { PacketType, ProxyService, type OutPacket, type Packet } from '../proto/packets.js';
+import { ManualClock } from '../test/support/manual-clock.js';
+import { waitUntil } from '../test/support/wait.js';
+import { dialThroughProxy } from './dial.js';
+
+// A proxy-server that takes the dial and never answers it: the client's backstop is what ends it.
+describe('a dial the proxy-server never answers', () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) c();
+  });
+
+  it('fails after its timeout on the clock, in HTTP CONNECT mode', async () => {
+    const server = net.createServer(() => {});
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => server.close());
+    let requested = false;
+    server.on('connection', (socket) => socket.once('data', () => (requested = true)));
+    const clock = new ManualClock();
+    const dial = dialThroughProxy({
+      mode: 'http-connect',
+      proxyHost: '127.0.0.1',
+      proxyPort: (server.address() as net.AddressInfo).port,
+      address: '10.0.0.1:80',
+      timeoutMs: 5000,
+      clock,
+    });
+    dial.catch(() => {});
+    await waitUntil(() => requested, 10_000, 'the CONNECT request to arrive');
+    await clock.advance(5000);
+    await expect(dial).rejects.toThrow('dial timeout after 5000 ms');
+  });
+
+  it('fails after its timeout on the clock and sends DIAL_CLS, in gRPC mode', async () => {
+    const received: OutPacket[] = [];
+    const server = new grpc.Server();
+    server.addService(ProxyService.service, {
+      Proxy: (call: grpc.ServerDuplexStream<OutPacket, Packet>) => {
+        call.on('data', (pkt: OutPacket) => received.push(pkt));
+        call.on('end', () => call.end());
+        call.on('error', () => {});
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    cleanups.push(() => server.forceShutdown());
+    const clock = new ManualClock();
+    const dial = dialThroughProxy({
+      mode: 'grpc',
+      proxyHost: '127.0.0.1',
+      proxyPort: port,
+      address: '10.0.0.1:80',
+      timeoutMs: 5000,
+      clock,
+    });
+    dial.catch(() => {});
+    await waitUntil(() => received.length === 1, 10_000, 'the DIAL_REQ to arrive');
+    await clock.advance(4999);
+    expect(received.map((p) => p.type)).toEqual([PacketType.DIAL_REQ]);
+    await clock.advance(1);
+    await expect(dial).rejects.toThrow('dial timeout after 5000 ms');
+    await waitUntil(() => received.length === 2, 10_000, 'the DIAL_CLS to arrive');
+    expect(received[1]).toMatchObject({ type: PacketType.DIAL_CLS });
+  });
+});
