@@ -78,6 +78,8 @@ const shortNames: ReadonlyArray<readonly [RegExp, string]> = [
   [/^Latency and dial rate: agent share of a new dial/, "agent's share of a dial"],
   [/^Latency and dial rate: dial rate through the TLS frontend/, 'dial rate, TLS frontend'],
   [/^Latency and dial rate: dial rate through the Unix-socket frontend/, 'dial rate, Unix-socket frontend'],
+  [/^Dial log: dial rate/, 'dial rate with the log on (1 B each way, 16 in flight)'],
+  [/^Dial log: download/, 'download with the log on (512 MiB, 1 stream)'],
   [/^Scale[^:]*: agent RSS holding (\d+) idle connections/, 'RSS holding $1 idle connections'],
   [/^Reconnect: server restart/, 'restarted server holds the agent again (median)'],
   [/^Reconnect: TCP connections to the server's agent port after (\d+) restarts/, 'connections left after $1 restarts'],
