@@ -22,7 +22,7 @@ const missing = [
   v036 ? undefined : anpReleases().missing.find((m) => m.startsWith('v0.36')),
   kubeBinariesMissing(),
 ].filter(Boolean);
-if (missing.length) console.warn(`leases: skipped: ${missing.join('; ')}`);
+if (missing.length) console.warn(`leases: ${missing.join('; ')}`);
 
 const agentUser = 'system:serviceaccount:spoke-agent:spoke-agent';
 let kube: KubeApiServer;
