@@ -30,6 +30,8 @@ import { MiB, type Report } from './report.js';
 const settle = () => new Promise((r) => setTimeout(r, 2000));
 /** The idle window over which CPU and wake-ups are counted, and how long after start it begins. */
 const idleMinuteMs = Number(process.env.BENCH_IDLE_MS ?? 60_000);
+/** Before it, a window with no probe: what the agent costs by itself, and so what each probe adds. */
+const unprobedMs = Number(process.env.BENCH_IDLE_UNPROBED_MS ?? 30_000);
 const warmUpMs = 30_000;
 
 /** Bare Node: the same binary, an empty script that prints its heap once and waits. */
@@ -51,13 +53,22 @@ async function measure(agent: AgentProc | Proc, heap?: number): Promise<Idle> {
   return { ...proc.memory(), heap: heap ?? (agent instanceof Proc ? undefined : await agent.heapUsed()) };
 }
 
-/** The kubelet's probes of the DaemonSet: GET /readyz every 5 s and /healthz every 10 s, a new connection each. */
-function probe(port: number): () => void {
+/**
+ * The kubelet's probes of the DaemonSet: GET /readyz every 5 s and /healthz every 10 s, a new
+ * connection each. `stop()` ends them and says how many were sent.
+ */
+function probe(port: number): () => number {
   const http = process.getBuiltinModule('node:http');
-  const get = (path: string) =>
+  let sent = 0;
+  const get = (path: string) => {
+    sent++;
     http.get({ host: '127.0.0.1', port, path, agent: false }, (res) => res.resume()).on('error', () => {});
+  };
   const timers = [setInterval(() => get('/readyz'), 5000), setInterval(() => get('/healthz'), 10_000)];
-  return () => timers.forEach(clearInterval);
+  return () => {
+    timers.forEach(clearInterval);
+    return sent;
+  };
 }
 
 type Target = { text: string; limit: number };
@@ -200,13 +211,15 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
     await watching(withLeases, 'leases');
     await new Promise((r) => setTimeout(r, Math.max(0, warmedUp - performance.now())));
 
-    // An idle minute, each probed as the kubelet probes the DaemonSet.
+    // An idle window with no probe, then an idle minute, each probed as the kubelet probes the DaemonSet.
     const subjects = [daemonSet, withLeases, ...(goAgent ? [goAgent] : [])];
-    const stops = subjects.map((a) => probe(a.healthPort));
+    const unprobed = subjects.map((a) => a.proc.schedStats());
+    await new Promise((r) => setTimeout(r, unprobedMs));
     const before = subjects.map((a) => a.proc.schedStats());
+    const stops = subjects.map((a) => probe(a.healthPort));
     await new Promise((r) => setTimeout(r, idleMinuteMs));
     const after = subjects.map((a) => a.proc.schedStats());
-    for (const stop of stops) stop();
+    const probes = stops.map((stop) => stop());
     const figures = await Promise.all(subjects.map((a) => measure(a)));
 
     const daemonSetFigures = figures[0]!;
@@ -221,10 +234,16 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
     if (goAgent) add('Go agent, connected to the Go proxy-server', figures[2]!, bareIdle);
 
     const seconds = idleMinuteMs / 1000;
-    const cpu = subjects.map((_, i) => ({
-      msPerMinute: (after[i]!.cpuNs - before[i]!.cpuNs) / 1e6 / (seconds / 60),
-      wakeups: (after[i]!.switches - before[i]!.switches) / seconds,
-    }));
+    const cpu = subjects.map((_, i) => {
+      const unprobedNsPerMs = (before[i]!.cpuNs - unprobed[i]!.cpuNs) / unprobedMs;
+      const probedNs = after[i]!.cpuNs - before[i]!.cpuNs;
+      return {
+        msPerMinute: probedNs / 1e6 / (seconds / 60),
+        unprobedMsPerMinute: (unprobedNsPerMs * 60_000) / 1e6,
+        msPerProbe: (probedNs - unprobedNsPerMs * idleMinuteMs) / 1e6 / probes[i]!,
+        wakeups: (after[i]!.switches - before[i]!.switches) / seconds,
+      };
+    });
     const go = goAgent ? { subject: 'Go agent, same probes', cpu: cpu[2]! } : undefined;
     const base = (v: (c: (typeof cpu)[number]) => number) => go && { subject: go.subject, value: v(go.cpu) };
     for (const [i, subject] of [
@@ -249,6 +268,22 @@ export async function runIdle(report: Report, pki: TestPki): Promise<void> {
         unit: 'millicores',
         baseline: base((x) => x.msPerMinute / 60),
         target: i === 0 ? { text: '<= 1 millicore', met: c.msPerMinute / 60 <= 1 } : undefined,
+      });
+      report.add({
+        section,
+        metric: `CPU, idle, not probed (over ${unprobedMs / 1000} s before that minute)`,
+        subject,
+        value: c.unprobedMsPerMinute / 60,
+        unit: 'millicores',
+        baseline: go && { subject: 'Go agent, not probed', value: go.cpu.unprobedMsPerMinute / 60 },
+      });
+      report.add({
+        section,
+        metric: 'CPU per probe (the probed minute less the unprobed rate, per request; a new connection each)',
+        subject,
+        value: c.msPerProbe,
+        unit: 'ms',
+        baseline: base((x) => x.msPerProbe),
       });
       report.add({
         section,

@@ -59,7 +59,7 @@ const shortNames: ReadonlyArray<readonly [RegExp, string]> = [
   [/^Idle footprint: RSS, idle \[ours, as the DaemonSet runs it/, 'RSS as the DaemonSet runs it'],
   [/^Idle footprint: RSS, idle: anonymous/, 'of which anonymous (heap, malloc)'],
   [/^Idle footprint: V8 heap used, idle/, 'V8 heap used'],
-  [/^Idle footprint: CPU, idle/, 'CPU, probed as in a pod'],
+  [/^Idle footprint: CPU, idle \[/, 'CPU, probed as in a pod'],
   [/^DNS[^:]*: rewritten: queries\/s at saturation \[/, 'rewritten names'],
   [/^DNS[^:]*: rewritten: queries\/s at saturation, vs the C reference/, 'the same'],
   [/^DNS[^:]*: rewritten: mean latency/, 'mean latency at 10k q/s'],
