@@ -50,7 +50,7 @@ if (unknown.length) {
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
 const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
-const budgetMs = ((quick ? 5 : 18) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
+const budgetMs = ((quick ? 5 : 25) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
 const watchdog = setTimeout(() => {
   console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);
   void cleanup().finally(() => process.exit(1));
