@@ -4,10 +4,10 @@
 // otherwise.
 import { Session } from 'node:inspector/promises';
 import { pipeline } from 'node:stream/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { getHeapSnapshot } from 'node:v8';
 import type { Guard, HealthServer, RouteHandler } from './health-server.js';
 import type { Logger } from './log.js';
-import { sleep, systemClock, type Clock } from '../clock/clock.js';
 
 /** Go's pprof default when ?seconds= is absent. */
 const defaultSeconds = 30;
@@ -22,16 +22,13 @@ function profileSeconds(raw: string | null): number | string {
 }
 
 /** Samples the JavaScript stack for `seconds` (stopped early when `signal` aborts): V8's CPU profile. */
-async function cpuProfile(seconds: number, clock: Clock, signal: AbortSignal): Promise<unknown> {
+async function cpuProfile(seconds: number, signal?: AbortSignal): Promise<unknown> {
   const session = new Session();
   session.connect();
   try {
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
-    const sampling = sleep(clock, seconds * 1000);
-    signal.addEventListener('abort', sampling.cancel); // the client left: stop now
-    if (signal.aborted) sampling.cancel();
-    await sampling.done;
+    await sleep(seconds * 1000, undefined, { signal }).catch(() => {}); // aborted: stop now
     const { profile } = await session.post('Profiler.stop');
     return profile;
   } finally {
@@ -42,7 +39,7 @@ async function cpuProfile(seconds: number, clock: Clock, signal: AbortSignal): P
 const attachment = (kind: string) =>
   `attachment; filename="spoke-agent-${process.pid}-${new Date().toISOString().replace(/[:.]/g, '-')}.${kind}"`;
 
-function cpuProfileHandler(log: Logger, clock: Clock): RouteHandler {
+function cpuProfileHandler(log: Logger): RouteHandler {
   let running = false; // one at a time, as Go's pprof
   return async (req, res, url) => {
     const seconds = profileSeconds(url.searchParams.get('seconds'));
@@ -57,7 +54,7 @@ function cpuProfileHandler(log: Logger, clock: Clock): RouteHandler {
     res.on('close', () => gone.abort()); // the client left: stop profiling
     try {
       log.info({ seconds, client: req.socket.remoteAddress }, 'taking a CPU profile');
-      const profile = await cpuProfile(seconds, clock, gone.signal);
+      const profile = await cpuProfile(seconds, gone.signal);
       if (gone.signal.aborted) return;
       res
         .writeHead(200, { 'content-type': 'application/json', 'content-disposition': attachment('cpuprofile') })
@@ -88,6 +85,6 @@ export function addProfilingRoutes(server: HealthServer, log: Logger, guard?: Gu
     (_req, res) => void res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(index),
     guard,
   );
-  server.addRoute('/debug/pprof/profile', cpuProfileHandler(log, systemClock), guard);
+  server.addRoute('/debug/pprof/profile', cpuProfileHandler(log), guard);
   server.addRoute('/debug/pprof/heap', heapSnapshotHandler(log), guard);
 }
