@@ -76,7 +76,7 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
         serving = false;
         return;
       }
-      const connection: TunnelledConnection = { random, address, agent, frontend, start: opts.switchboard.clock.now() };
+      const connection: TunnelledConnection = { random, address, agent, frontend, start: switchboard.clock.now() };
       switchboard.addPending(connection);
       if (agent.closed) {
         switchboard.removePending(random);
@@ -87,7 +87,7 @@ export function proxyHandler(opts: GrpcFrontendOptions): grpc.handleBidiStreamin
       }
       agent.send(pkt as OutPacket);
       if (opts.backendDialTimeoutMs > 0) {
-        const stopTimer = opts.switchboard.clock.after(opts.backendDialTimeoutMs, () => {
+        const stopTimer = switchboard.clock.after(opts.backendDialTimeoutMs, () => {
           if (!switchboard.removePending(random)) return;
           switchboard.dialFailed('backend_dial_timeout');
           frontend.deliver({ type: PacketType.DIAL_RSP, dialResponse: { random, error: backendDialTimeoutError } });

@@ -134,7 +134,7 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   };
   const frontend = new HttpFrontend(socket, closeHttp);
   const random = newRandom();
-  const connection: TunnelledConnection = { random, address, agent, frontend, start: opts.switchboard.clock.now() };
+  const connection: TunnelledConnection = { random, address, agent, frontend, start: switchboard.clock.now() };
   switchboard.addPending(connection);
 
   let established = false;
@@ -151,7 +151,7 @@ function handleConnect(opts: HttpConnectOptions, req: http.IncomingMessage, sock
   agent.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: 'tcp', address, random } });
 
   if (opts.backendDialTimeoutMs > 0) {
-    stopTimer = opts.switchboard.clock.after(opts.backendDialTimeoutMs, () => {
+    stopTimer = switchboard.clock.after(opts.backendDialTimeoutMs, () => {
       switchboard.dialFailed('backend_dial_timeout');
       failDial(replies.dialTimeout);
     });
