@@ -24,7 +24,7 @@ describe('a dial the proxy-server never answers', () => {
       mode: 'http-connect',
       proxyHost: '127.0.0.1',
       proxyPort: (server.address() as net.AddressInfo).port,
-      address: '10.0.0.1:80',
+      address: '127.0.0.1:9',
       timeoutMs: 5000,
       clock,
     });
@@ -55,7 +55,7 @@ describe('a dial the proxy-server never answers', () => {
       mode: 'grpc',
       proxyHost: '127.0.0.1',
       proxyPort: port,
-      address: '10.0.0.1:80',
+      address: '127.0.0.1:9',
       timeoutMs: 5000,
       clock,
     });
