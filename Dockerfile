@@ -12,7 +12,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # The sources: .dockerignore leaves out tests, benchmarks, manifests and docs.
 COPY . ./
-RUN npm run build && npm run build:native && test -f build/udp-batch.node && test -f build/tcp-user-timeout.node
+RUN npm run build && npm run build:native && test -f build/udp-batch.node && test -f build/tcp-options.node
 
 FROM gcr.io/distroless/nodejs24-debian13:nonroot
 WORKDIR /app

@@ -1,6 +1,7 @@
 // Compiles the Node-API helpers into build/ (npm's postinstall and the image build run it): the DNS
-// server's batched UDP (dns/native/udp-batch.c) and TCP_USER_TIMEOUT for the agent's connections to
-// the proxy-servers (net/native/tcp-user-timeout.c). Node-API is ABI-stable, so any Node's headers will
+// server's batched UDP (dns/native/udp-batch.c), and the TCP options Node has no call for
+// (net/native/tcp-options.c: TCP_USER_TIMEOUT on the connections to the proxy-servers, SO_RCVBUF on
+// the target connections). Node-API is ABI-stable, so any Node's headers will
 // do, including those of the Node running npm. Never fails the install: without Linux, a C compiler or
 // the headers, it says so, and the DNS server uses dgram, the agent keepalive probes alone.
 import { execFileSync } from 'node:child_process';
@@ -13,9 +14,10 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const helpers = [
   { source: 'dns/native/udp-batch.c', name: 'udp-batch', without: 'the DNS server will use dgram' },
   {
-    source: 'net/native/tcp-user-timeout.c',
-    name: 'tcp-user-timeout',
-    without: 'the agent will find a dead connection to a proxy-server by keepalive probes alone',
+    source: 'net/native/tcp-options.c',
+    name: 'tcp-options',
+    without:
+      'the agent will find a dead connection to a proxy-server by keepalive probes alone, and leave target receive buffers to the kernel',
   },
 ];
 

@@ -5,28 +5,16 @@
 // or busy (data waiting for acknowledgement, where keepalive never fires and retransmissions alone
 // would go on for ~15 minutes). Both are the kernel's: no timer or wake-up in the process, and no
 // packet at all while the connection carries traffic. Node has no call for TCP_USER_TIMEOUT; the
-// helper net/native/tcp-user-timeout.c sets it, and without that helper keepalive probes alone find a
+// helper net/native/tcp-options.c sets it, and without that helper keepalive probes alone find a
 // dead idle connection, ten unanswered probes later.
-import { nativeAddon } from './native-addon.js';
 import type net from 'node:net';
+import { withDescriptor } from './tcp-options.js';
 
 export interface TcpFaultDetection {
   /** Idle time before keepalive probes start; 0: no probes. */
   keepaliveMs: number;
   /** Unacknowledged time after which the kernel drops the connection; 0: the kernel's default. */
   userTimeoutMs: number;
-}
-
-interface UserTimeoutModule {
-  setUserTimeout(fd: number, ms: number): void;
-}
-
-const userTimeoutModule = () => nativeAddon<UserTimeoutModule>('tcp-user-timeout');
-
-/** Why TCP_USER_TIMEOUT cannot be set here, or undefined when it can. */
-export function userTimeoutUnavailable(): string | undefined {
-  if (process.platform !== 'linux') return 'TCP_USER_TIMEOUT is a Linux option';
-  return userTimeoutModule() ? undefined : 'build/tcp-user-timeout.node is not built (npm run build:native)';
 }
 
 /**
@@ -36,15 +24,5 @@ export function userTimeoutUnavailable(): string | undefined {
 export function applyTcpFaultDetection(socket: net.Socket, opts: TcpFaultDetection): string | undefined {
   if (opts.keepaliveMs > 0) socket.setKeepAlive(true, opts.keepaliveMs);
   if (!(opts.userTimeoutMs > 0)) return undefined;
-  const module = userTimeoutModule();
-  if (!module) return userTimeoutUnavailable();
-  // libuv's TCP handle exposes its descriptor; Node has no public accessor for it.
-  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
-  if (typeof fd !== 'number' || fd < 0) return 'the socket has no file descriptor';
-  try {
-    module.setUserTimeout(fd, opts.userTimeoutMs);
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return undefined;
+  return withDescriptor(socket, (module, fd) => module.setUserTimeout(fd, opts.userTimeoutMs));
 }

@@ -66,7 +66,7 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
       console.log(JSON.stringify({
         uid: process.getuid(), gid: process.getgid(), write,
         shells: ['/bin/sh', '/usr/bin/sh', '/bin/bash', '/bin/busybox', '/bin/dash'].filter((p) => fs.existsSync(p)),
-        files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/app/build/tcp-user-timeout.node', '/app/node_modules', '/proxy-agent'].filter((p) => fs.existsSync(p)),
+        files: ['/app/dist/cmd/main.js', '/app/dist/proto/agent.proto', '/app/build/udp-batch.node', '/app/build/tcp-options.node', '/app/node_modules', '/proxy-agent'].filter((p) => fs.existsSync(p)),
       }));`);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({
@@ -78,7 +78,7 @@ describe.skipIf(problem)('the image, built from the Dockerfile by buildah and ru
         '/app/dist/cmd/main.js',
         '/app/dist/proto/agent.proto',
         '/app/build/udp-batch.node',
-        '/app/build/tcp-user-timeout.node',
+        '/app/build/tcp-options.node',
         '/proxy-agent',
       ],
     });
