@@ -10,6 +10,7 @@ import net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Clock } from '../clock/clock.js';
 import { splitHostPort } from '../net/address.js';
+import { setCongestionControl } from '../net/tcp-congestion-control.js';
 import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
 
@@ -24,6 +25,12 @@ export type LossCause = 'timeout' | 'ping' | 'goaway' | 'closed' | 'error';
 
 function causeOf(err: Error): LossCause {
   return (err as NodeJS.ErrnoException).code === 'ETIMEDOUT' ? 'timeout' : 'error';
+}
+
+/** How the agent's connections to the proxy-servers are set up at the TCP level. */
+export interface HubTcp extends TcpFaultDetection {
+  /** TCP_CONGESTION, '' for the system's (--tcp-congestion-control, net/tcp-congestion-control.ts). */
+  congestionControl: string;
 }
 
 export interface AgentSessionOptions {
@@ -41,7 +48,7 @@ export interface AgentSessionOptions {
   /** What the keepalive's interval and timeout are measured on. */
   clock: Clock;
   /** TCP keepalive probes and TCP_USER_TIMEOUT on the socket: how a path that went silent is found. */
-  tcp: TcpFaultDetection;
+  tcp: HubTcp;
   /** Once, when the connection is gone (after `open` resolved); its streams have ended by then. */
   onClose: (status: StreamStatus, cause: LossCause) => void;
 }
@@ -95,7 +102,8 @@ export class AgentSession {
       socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
       let tcpProblem: string | undefined;
       socket.once('connect', () => {
-        tcpProblem = applyTcpFaultDetection(socket, opts.tcp);
+        tcpProblem =
+          applyTcpFaultDetection(socket, opts.tcp) ?? setCongestionControl(socket, opts.tcp.congestionControl);
         opts.secure(socket).then((tls) => {
           if (settled) return void tls.destroy();
           settled = true;

@@ -16,7 +16,7 @@ import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
 import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
-import { userTimeoutUnavailable } from '../net/tcp-fault-detection.js';
+import { tcpOptionsUnavailable } from '../net/tcp-options.js';
 
 /**
  * A target that goes silent mid-stream (its node gone, a flow dropped on the way) is let go, and the
@@ -60,11 +60,17 @@ export class Agent {
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
-    const noUserTimeout = options.tcpUserTimeout > 0 ? userTimeoutUnavailable() : undefined;
+    const noUserTimeout = options.tcpUserTimeout > 0 ? tcpOptionsUnavailable() : undefined;
     if (noUserTimeout)
       deps.log.warn(
         { reason: noUserTimeout, tcpKeepaliveTime: options.tcpKeepaliveTime },
         '--tcp-user-timeout is not in force: a silent path to a proxy-server is found by keepalive probes alone (about 10 s after --tcp-keepalive-time when idle, never while data is outstanding)',
+      );
+    const noReceiveBuffer = options.targetReceiveBuffer > 0 ? tcpOptionsUnavailable() : undefined;
+    if (noReceiveBuffer)
+      deps.log.warn(
+        { reason: noReceiveBuffer },
+        "--target-receive-buffer is not in force: the kernel sizes each target connection's receive buffer",
       );
     this.identifiers = deps.identifiers ?? { own: options.agentIdentifiers, groups: [] };
     this.memoryLimit = deps.memoryLimit;
@@ -103,7 +109,11 @@ export class Agent {
       syncIntervalCapMs: options.syncIntervalCap,
       syncForever: options.syncForever,
       keepaliveMs: options.keepaliveTime,
-      tcp: { keepaliveMs: options.tcpKeepaliveTime, userTimeoutMs: options.tcpUserTimeout },
+      tcp: {
+        keepaliveMs: options.tcpKeepaliveTime,
+        userTimeoutMs: options.tcpUserTimeout,
+        congestionControl: options.tcpCongestionControl,
+      },
       drainTimeoutMs: options.drainTimeout,
       maxBuffer: options.maxConnectionBuffer,
       budget: this.budget,
@@ -116,6 +126,7 @@ export class Agent {
           authorize: deps.authorize,
           sharedReads: true,
           tcp: targetFaultDetection,
+          receiveBufferBytes: options.targetReceiveBuffer,
         }),
       dials,
       metrics: this.metrics,

@@ -116,7 +116,7 @@ function clientSet(
     syncIntervalCapMs: 10_000,
     syncForever: false,
     keepaliveMs: 30_000,
-    tcp: { keepaliveMs: 0, userTimeoutMs: 0 },
+    tcp: { keepaliveMs: 0, userTimeoutMs: 0, congestionControl: '' },
     drainTimeoutMs: 1000,
     dial: async () => {
       throw new Error('no dials here');

@@ -7,7 +7,6 @@
 // sync-policy.ts says. An agent that holds every server does nothing until one of them happens; the
 // Go agent checks every --sync-interval.
 import type { Logger } from '../observability/log.js';
-import type { TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { splitHostPort } from '../net/address.js';
 import { sleep, systemClock, type Clock } from '../clock/clock.js';
 import type { BufferBudget } from './buffer-budget.js';
@@ -18,6 +17,7 @@ import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
+import type { HubTcp } from './agent-session.js';
 import type { Dialer } from './connection-table.js';
 
 export interface ClientSetOptions {
@@ -35,7 +35,7 @@ export interface ClientSetOptions {
   syncForever: boolean;
   keepaliveMs: number;
   /** --tcp-keepalive-time and --tcp-user-timeout on every connection to a proxy-server. */
-  tcp: TcpFaultDetection;
+  tcp: HubTcp;
   drainTimeoutMs: number;
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;

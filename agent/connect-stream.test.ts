@@ -75,7 +75,7 @@ async function session(overrides: Overrides = {}) {
     keepaliveMs: overrides.keepaliveMs ?? 0,
     keepaliveTimeoutMs: overrides.keepaliveTimeoutMs ?? 1000,
     clock: overrides.clock ?? systemClock,
-    tcp: { keepaliveMs: 0, userTimeoutMs: 0 },
+    tcp: { keepaliveMs: 0, userTimeoutMs: 0, congestionControl: '' },
     onClose: (status, why) => {
       resolveCause(why);
       resolveClose(status);

@@ -143,11 +143,17 @@ export class ConnectStream {
   }
 
   /** Writes one framed message; false means the stream is backed up ('drain' via onDrain). */
-  write(frame: Buffer): boolean {
+  write(frame: Buffer, written?: () => void): boolean {
     if (this.ended || !this.stream.writable) return true;
-    return this.stream.write(frame);
+    return this.stream.write(frame, written);
   }
 
+  /** Bytes written to the stream and not yet out on the connection (waiting for HTTP/2 flow control or the socket). */
+  get queuedBytes(): number {
+    return this.stream.writableLength;
+  }
+
+  /** Once everything queued is out, after a write found the stream backed up. */
   onDrain(listener: () => void): void {
     this.stream.on('drain', listener);
   }

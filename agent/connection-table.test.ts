@@ -8,6 +8,7 @@ import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { ConnectionTable, type Dialer } from './connection-table.js';
+import { SendTurns } from './send-turns.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -31,19 +32,26 @@ function setup(
     dial?: Dialer;
     maxBuffer?: number;
     stallMs?: number;
-    writable?: () => boolean;
+    /** Bytes the stream holds unwritten, as its turns see them. */
+    queued?: () => number;
     lingerMs?: number;
     budget?: BufferBudget;
   } = {},
 ) {
   const sent: OutPacket[] = [];
   const brakes: string[] = [];
-  const resumers: Array<() => void> = [];
+  const deferred: Array<() => void> = [];
   const targets: Duplex[] = [];
   // The stall limit and the linger run on a clock the test moves.
   const { metrics, clock } = opts.budget
     ? budgetParts.get(opts.budget)!
     : { metrics: new AgentMetrics(new Registry()), clock: new ManualClock() };
+  const turns = new SendTurns({
+    queued: opts.queued ?? (() => 0),
+    limit: 1000,
+    defer: (fn) => deferred.push(fn),
+    clock,
+  });
   const budget = opts.budget ?? new BufferBudget(Infinity, { stallMs: opts.stallMs ?? 2000, clock, metrics, log });
   const dial: Dialer =
     opts.dial ??
@@ -54,15 +62,11 @@ function setup(
     });
   const table = new ConnectionTable({
     sink: {
-      send: (p) => {
-        sent.push(p);
-        return opts.writable ? opts.writable() : true;
-      },
+      send: (p) => sent.push(p),
       sendData: (id, payload) => {
         sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } });
-        return opts.writable ? opts.writable() : true;
       },
-      whenWritable: (r) => resumers.push(r),
+      turns,
     },
     dial,
     maxBuffer: opts.maxBuffer ?? 1 << 20,
@@ -75,7 +79,7 @@ function setup(
     metrics,
     log,
   });
-  return { table, sent, targets, resumers, metrics, brakes, budget, clock };
+  return { table, sent, targets, turns, deferred, metrics, brakes, budget, clock };
 }
 
 /** A loopback target that keeps its side open after the agent's FIN (it never closes by itself). */
@@ -441,22 +445,70 @@ describe('ConnectionTable', () => {
     }
   });
 
-  it('pauses a target socket while the stream is backed up and resumes it on drain', async () => {
-    let writable = true;
-    const { table, sent, targets, resumers } = setup({ writable: () => writable });
+  it('stops reading a target while the stream is full, and reads it again in its turn', async () => {
+    let queued = 0;
+    const { table, sent, targets, turns, deferred } = setup({ queued: () => queued });
     table.handle(dialReq('1'));
+    table.handle(dialReq('2'));
     await tick();
-    writable = false;
+    queued = 5000; // past the limit: the next connection to send waits for its turn
     targets[0]!.write('a');
     await tick();
     targets[0]!.write('b');
+    targets[1]!.write('c');
     await tick();
-    const dataPackets = () => sent.filter((p) => p.type === PacketType.DATA).length;
-    expect(dataPackets()).toBe(1);
-    writable = true;
-    for (const r of resumers.splice(0)) r();
+    const data = () => sent.filter((p) => p.type === PacketType.DATA).map((p) => String(p.data!.data));
+    expect(data()).toEqual(['a', 'c']);
+    expect(turns.waitingCount).toBe(2);
+    queued = 0;
+    turns.drained();
+    for (const run of deferred.splice(0)) run();
     await tick();
-    expect(dataPackets()).toBe(2);
+    expect(data()).toEqual(['a', 'c', 'b']);
+  });
+
+  it("tells the hub in CLOSE_RSP's error when a target fails mid-connection (a reset), so its client sees a cut, not an end", async () => {
+    let agentSide: Duplex | undefined;
+    const { table, sent } = setup({
+      dial: async () => {
+        const [a] = duplexPair();
+        agentSide = a;
+        return { socket: a };
+      },
+    });
+    table.handle(dialReq('1'));
+    await tick();
+    agentSide!.destroy(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    await tick();
+    expect(sent.at(-1)).toEqual({
+      type: PacketType.CLOSE_RSP,
+      closeResponse: { connectID: '1', error: 'target error: read ECONNRESET' },
+    });
+  });
+
+  it('cut by its stream closing while the stream still carries packets: each client is told why (CLOSE_RSP, and DIAL_RSP for a pending dial)', async () => {
+    let dials = 0;
+    const { table, sent } = setup({
+      dial: async () => {
+        if (dials++ > 0) return new Promise(() => {});
+        return { socket: duplexPair()[0] };
+      },
+    });
+    table.handle(dialReq('1'));
+    await tick();
+    table.handle(dialReq('2'));
+    await tick();
+    table.abortAll('the agent closed its stream with this connection open (draining)');
+    expect(sent.slice(-2)).toEqual([
+      {
+        type: PacketType.DIAL_RSP,
+        dialResponse: { random: '2', error: 'the agent closed its stream with this connection open (draining)' },
+      },
+      {
+        type: PacketType.CLOSE_RSP,
+        closeResponse: { connectID: '1', error: 'the agent closed its stream with this connection open (draining)' },
+      },
+    ]);
   });
 
   it('refuses protocols other than tcp', () => {

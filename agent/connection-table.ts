@@ -288,12 +288,20 @@ export class ConnectionTable {
     this.updatePause();
   }
 
-  /** The stream is gone: cancel pending dials and drop every connection (nobody left to answer). */
-  abortAll(): void {
+  /**
+   * The stream is going away: cancel pending dials and drop every connection. `tellHub`, when the
+   * stream can still carry it, is the error their DIAL_RSP and CLOSE_RSP give the hub's clients.
+   */
+  abortAll(tellHub?: string): void {
     this.leaveBudget();
-    for (const { cancel } of this.pending.values()) cancel.cancel();
+    for (const [random, { cancel, dial }] of this.pending) {
+      cancel.cancel();
+      if (!tellHub) continue;
+      this.settle(dial, 'cancelled', tellHub, {});
+      this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: tellHub } });
+    }
     this.pending.clear();
-    for (const conn of [...this.connections.values()]) conn.abort();
+    for (const conn of [...this.connections.values()]) conn.abort(tellHub);
   }
 
   /** Resolves once no dial is pending and no connection is open (for a graceful drain). */

@@ -20,6 +20,7 @@ import { DialTraffic } from './dial-traffic.js';
 import { TargetDialError } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
 import { DenialAudit, denialLineBurst } from './denial-audit.js';
+import { SendTurns } from './send-turns.js';
 
 const silent = pino({ level: 'silent' });
 
@@ -166,7 +167,7 @@ describe('ConnectionTable with a DialRecorder', () => {
         send: (p) => sent.push(p) > 0,
         sendData: (id, payload) =>
           sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }) > 0,
-        whenWritable: () => {},
+        turns: new SendTurns({ queued: () => 0, limit: 1 << 20, defer: setImmediate, clock: systemClock }),
       },
       dial,
       maxBuffer: 1 << 20,

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DialCancel, type TargetDialError, dialTcp, relayTargetReads } from './dialer.js';
+import { DialCancel, type TargetDialError, dialTcp } from './dialer.js';
 import { waitUntil } from '../test/support/wait.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 
@@ -123,29 +123,6 @@ describe('dialTcp', () => {
     await expect(dialTcp('127.0.0.1:1', { timeoutMs: 1000, cancel: before })).rejects.toMatchObject({
       reason: 'cancelled',
     });
-  });
-
-  it('hands reads of sharedReads sockets to their relay, and leaves other sockets emitting data', async () => {
-    const server = net.createServer((s) => s.end('0123456789'.repeat(100_000)));
-    servers.push(server);
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
-    const { socket: shared } = await dialTcp(address, { timeoutMs: 1000, sharedReads: true });
-    const copies: Buffer[] = [];
-    expect(
-      relayTargetReads(shared, (chunk) => {
-        copies.push(Buffer.from(chunk));
-        return true;
-      }),
-    ).toBe(true);
-    await new Promise((r) => shared.once('end', r).resume());
-    expect(Buffer.concat(copies).toString()).toBe('0123456789'.repeat(100_000));
-    const { socket: plain } = await dialTcp(address, { timeoutMs: 1000 });
-    expect(relayTargetReads(plain, () => true)).toBe(false);
-    let got = 0;
-    plain.on('data', (c: Buffer) => (got += c.length));
-    await new Promise((r) => plain.once('end', r));
-    expect(got).toBe(1_000_000);
   });
 
   it('rejects malformed addresses', async () => {

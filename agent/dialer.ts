@@ -3,11 +3,13 @@
 // the dial went (rule, name, address) with the socket, or on the error. Errors read like Go's net
 // errors, which is what hub clients of the Go agent see.
 import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
+import { setReceiveBuffer } from '../net/tcp-receive-buffer.js';
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
 import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
 import { systemClock, type Clock } from '../clock/clock.js';
+import { holdTargetReads, targetReads } from './target-reads.js';
 
 /**
  * Cancels a dial (the hub's DIAL_CLS, or its stream going away). What an AbortSignal does, without
@@ -36,12 +38,15 @@ export interface TargetDialOptions {
   resolve?: HostResolver;
   authorize?: DialAuthorizer;
   /**
-   * Read into the buffer shared by all target connections instead of emitting 'data': the caller
-   * must take the reads with relayTargetReads (the agent's endpoint connections do).
+   * Read into the buffer shared by all target connections instead of emitting 'data'
+   * (target-reads.ts): the caller must take the reads with relayTargetReads (the agent's endpoint
+   * connections do).
    */
   sharedReads?: boolean;
   /** Keepalive probes and TCP_USER_TIMEOUT on the connected socket, so a target gone silent mid-stream is let go. */
   tcp?: TcpFaultDetection;
+  /** The connected socket's fixed kernel receive buffer (net/tcp-receive-buffer.ts); 0 or none: the kernel's. */
+  receiveBufferBytes?: number;
 }
 
 /** The way a dial went, for the dial log: the rule its host resolved through, that rule's target name, the address last tried. */
@@ -114,43 +119,6 @@ async function lookup(host: string, deadline: number, clock: Clock, opts: Target
   return found;
 }
 
-/**
- * Target sockets read into one buffer shared by every connection (instead of a fresh 64 KiB buffer
- * per read, which is most of the agent's garbage): each read is encoded into a DATA packet, a copy,
- * before the next read can reuse the buffer. 256 KiB reads also mean fewer, larger packets.
- */
-const sharedReadBuffer = Buffer.allocUnsafe(256 << 10);
-type Relay = (chunk: Uint8Array) => boolean;
-/**
- * Where a shared-read socket's reads go: its relay, or until one is attached the bytes read so far
- * (not expected: reads arrive as I/O callbacks after the dial settles). A property of the socket
- * rather than an entry in a WeakMap: 10k idle connections hold 10k of them (bench/README.md, "Scale").
- */
-const readTarget = Symbol('readTarget');
-type SharedReadSocket = net.Socket & { [readTarget]?: Relay | Buffer[] };
-
-/**
- * One read callback and one options object for every socket, so none keeps its dial's closures (and
- * through them its timer and cancel hook) alive while it is open. Node calls it on the socket.
- */
-function sharedRead(this: SharedReadSocket, nread: number, buffer: Buffer): boolean {
-  const target = this[readTarget];
-  if (typeof target === 'function') return target(buffer.subarray(0, nread));
-  target?.push(Buffer.from(buffer.subarray(0, nread)));
-  return true;
-}
-const sharedReads: net.OnReadOpts = { buffer: sharedReadBuffer, callback: sharedRead };
-
-/** Sends the reads of a socket made by dialTcp to `relay` (false from it pauses the socket); false for other streams. */
-export function relayTargetReads(socket: unknown, relay: Relay): boolean {
-  if (!(socket instanceof net.Socket)) return false;
-  const pending = (socket as SharedReadSocket)[readTarget];
-  if (!Array.isArray(pending)) return false;
-  (socket as SharedReadSocket)[readTarget] = relay;
-  for (const chunk of pending) if (!relay(chunk)) socket.pause();
-  return true;
-}
-
 function connect(
   ip: string,
   port: number,
@@ -164,13 +132,13 @@ function connect(
   return new Promise((resolve, reject) => {
     if (cancel?.cancelled)
       return reject(new TargetDialError(`dial tcp ${address}: operation was canceled`, 'cancelled', route));
-    const socket: SharedReadSocket = net.connect({
+    const socket = net.connect({
       host: ip,
       port,
       noDelay: true,
-      ...(opts.sharedReads ? { onread: sharedReads } : {}),
+      ...(opts.sharedReads ? { onread: targetReads } : {}),
     });
-    if (opts.sharedReads) socket[readTarget] = [];
+    if (opts.sharedReads) holdTargetReads(socket);
     const fail = (err: TargetDialError) => {
       cleanup();
       socket.destroy();
@@ -198,6 +166,7 @@ function connect(
     socket.once('connect', () => {
       cleanup();
       if (opts.tcp) applyTcpFaultDetection(socket, opts.tcp);
+      if (opts.receiveBufferBytes) setReceiveBuffer(socket, opts.receiveBufferBytes);
       resolve(socket);
     });
   });

@@ -1,6 +1,9 @@
 // One tunnelled connection: a target socket on one side, DATA packets on a shared server stream
 // on the other.
-// - target -> hub: when the stream is backed up, this socket stops reading until it drains.
+// - target -> hub: the target is read in its turn on the stream (send-turns.ts): while the stream
+//   holds more than its limit, a connection that sent stops reading and queues, so what a burst of
+//   targets holds in the agent is bounded per stream, and every target gets its turn; a read brings
+//   at most the socket's read size (target-reads.ts).
 // - hub -> target: the protocol has no per-connection window, so the only brake on the hub is
 //   the whole stream. Bytes wait in this socket's write buffer up to `maxBuffer` without slowing
 //   anyone. Past it, a target that is still reading (it accepted bytes within `stallMs`) gets the
@@ -17,17 +20,18 @@ import { PacketType, type OutPacket } from '../proto/packet-types.js';
 import type { BufferBudget, BufferHolder } from './buffer-budget.js';
 import type { Dial } from './dial.js';
 import type { RuleTraffic } from './dial-traffic.js';
-import { relayTargetReads } from './dialer.js';
 import type { Logger } from '../observability/log.js';
 import type { AgentMetrics } from './metrics.js';
+import type { SendTurns, TurnReader } from './send-turns.js';
+import { nextReadBytes, readMost, relayTargetReads } from './target-reads.js';
 
 /** The side of a server stream that endpoint connections write to. */
 export interface PacketSink {
-  /** False when the stream is backed up: stop producing until `whenWritable` fires. */
-  send(packet: OutPacket): boolean;
+  send(packet: OutPacket): void;
   /** DATA on the hot path: encodes `payload` before returning, so it may be a reused read buffer. */
-  sendData(connectID: bigint, payload: Uint8Array): boolean;
-  whenWritable(resume: () => void): void;
+  sendData(connectID: bigint, payload: Uint8Array): void;
+  /** Whose turn it is to read its target, on this stream. */
+  turns: SendTurns;
 }
 
 export interface EndpointOptions {
@@ -48,7 +52,7 @@ export interface EndpointOptions {
   onUnderBudget: (conn: EndpointConnection) => void;
 }
 
-export class EndpointConnection implements BufferHolder {
+export class EndpointConnection implements BufferHolder, TurnReader {
   private closed = false;
   /** The socket is closed (its fd released). */
   private released = false;
@@ -122,9 +126,13 @@ export class EndpointConnection implements BufferHolder {
         if (!this.relay(chunk)) socket.pause();
       });
     }
+    // Behind the connections already waiting for the stream, if any.
+    if (!this.closed && !this.sink.turns.join(this)) socket.pause();
     // Remote EOF ends the whole connection, as in the Go agent: the protocol has no half-close.
     socket.on('end', () => this.finish(undefined, 'remote EOF'));
-    socket.on('error', (err: Error) => this.finish(undefined, `target error: ${err.message}`));
+    // A target that fails mid-connection (a reset) may have sent less than it meant to: the hub's
+    // client is told so by CLOSE_RSP's error, not a clean end.
+    socket.on('error', (err: Error) => this.finish(`target error: ${err.message}`, `target error: ${err.message}`));
     // One 'close' listener does both (each listener, and a once() wrapper more so, costs every idle connection).
     socket.on('close', () => {
       this.finish(undefined, 'target closed');
@@ -132,18 +140,26 @@ export class EndpointConnection implements BufferHolder {
     });
   }
 
-  /** Sends target bytes as DATA; false when the socket must stop reading until the stream drains. */
+  /** Sends target bytes as DATA; false when the socket must stop reading until its next turn. */
   private readonly relay = (chunk: Uint8Array): boolean => {
     if (this.closed) return true;
     this.opts.metrics.countBytesFromTarget(chunk.length);
     this.dial.bytesFromTarget += chunk.length;
     if (this.traffic) this.traffic.fromTarget += chunk.length;
-    if (this.sink.sendData(this.wireID, chunk)) return true;
-    this.sink.whenWritable(() => {
-      if (!this.closed) this.socket.resume();
-    });
-    return false;
+    this.sink.sendData(this.wireID, chunk);
+    return this.sink.turns.sent(this);
   };
+
+  /** Its turn on the stream: read the target again. */
+  resumeReading(): void {
+    if (this.closed) return;
+    readMost(this.socket);
+    this.socket.resume();
+  }
+
+  get nextReadBytes(): number {
+    return nextReadBytes(this.socket);
+  }
 
   /** DATA from the hub. */
   write(data: Buffer): void {
@@ -190,10 +206,16 @@ export class EndpointConnection implements BufferHolder {
     this.finish(undefined, 'CLOSE_REQ');
   }
 
-  /** The server stream is gone: nobody to tell, just release the socket. */
-  abort(): void {
+  /**
+   * The server stream is going away with this connection open: release the socket now. `tellHub`,
+   * while the stream can still carry it, goes to the hub as CLOSE_RSP's error, so the client is told
+   * its connection was cut rather than ended; with no stream left there is nobody to tell.
+   */
+  abort(tellHub?: string): void {
     if (this.closed) return;
-    this.markClosed('server stream lost');
+    this.markClosed(tellHub ? 'stream closed' : 'server stream lost');
+    if (tellHub)
+      this.sink.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: this.connectID, error: tellHub } });
     this.destroy();
   }
 
@@ -217,6 +239,7 @@ export class EndpointConnection implements BufferHolder {
 
   private markClosed(why: string): void {
     this.closed = true;
+    this.sink.turns.leave(this);
     this.dial.close(why);
     if (!this.released) {
       this.closing = true;

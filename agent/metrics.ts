@@ -3,6 +3,7 @@
 // agent has no metric for is under spoke_agent_*.
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { PacketType, packetTypeName } from '../proto/packet-types.js';
+import type { TurnsObserver } from './send-turns.js';
 
 const goPrefix = 'konnectivity_network_proxy_agent_';
 const latencyBuckets = [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30];
@@ -16,7 +17,7 @@ export type Segment = 'from_agent' | 'to_agent';
 const unknownTypeSlot = Math.max(...Object.values(PacketType).filter((v): v is number => typeof v === 'number')) + 1;
 const newPacketCounts = (): number[] => new Array<number>(unknownTypeSlot + 1).fill(0);
 
-export class AgentMetrics {
+export class AgentMetrics implements TurnsObserver {
   readonly dialDuration: Histogram;
   readonly dialFailures: Counter<'reason'>;
   readonly openServerConnections: Gauge;
@@ -39,6 +40,8 @@ export class AgentMetrics {
   readonly bufferShedBytes: Counter;
   readonly bufferBrakes: Counter;
   readonly dialLogSkipped: Counter<'reason'>;
+  readonly turnWait: Histogram;
+  readonly connectionsWaiting: Gauge;
   private budget?: { total: number; limit: number };
   readonly bytes: Counter<'direction'>;
   /**
@@ -53,6 +56,8 @@ export class AgentMetrics {
   private readonly byteCounts = { to_target: 0, from_target: 0 };
   /** Endpoint connections open, and closed but still flushing (changed per connection, read per scrape). */
   readonly endpointCounts = { open: 0, closing: 0 };
+  /** Connections waiting for their turn to read their target, across streams (send-turns.ts). */
+  private waitingTurns = 0;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -191,6 +196,18 @@ export class AgentMetrics {
       labelNames: ['reason'],
       registers,
     });
+    this.turnWait = new Histogram({
+      name: 'spoke_agent_turn_wait_seconds',
+      help: 'How long a connection waited for its turn to read its target (target -> hub) because its server stream held more than it may: the time its target went unread. Long waits mean the hub takes bytes slower than the targets send them.',
+      buckets: [0.01, 0.05, 0.25, 1, 5, 15, 60],
+      registers,
+    });
+    this.connectionsWaiting = gaugeOf(
+      registers,
+      'spoke_agent_connections_waiting_turn',
+      'Connections waiting for their turn to read their target (target -> hub): their server stream is full.',
+      () => this.waitingTurns,
+    );
     const byteCounts = this.byteCounts;
     this.bytes = new Counter({
       name: 'spoke_agent_tunnel_bytes_total',
@@ -219,6 +236,14 @@ export class AgentMetrics {
 
   countBytesFromTarget(n: number): void {
     this.byteCounts.from_target += n;
+  }
+
+  waiting(delta: number): void {
+    this.waitingTurns += delta;
+  }
+
+  waited(ms: number): void {
+    this.turnWait.observe(ms / 1000);
   }
 }
 

@@ -102,6 +102,12 @@ export const agentFlags = {
             : undefined,
     },
   ),
+  tcpCongestionControl: str(
+    'tcp-congestion-control',
+    'cubic',
+    "TCP congestion control of the connections to the proxy-servers (each carries a whole stream of tunnelled connections): cubic backs off when the hub's side drops packets, where BBR v1 keeps sending into the loss (measured: a burst twice as slow against a hub under TCP memory pressure). '' keeps the node's default; the kernel must allow the name to unprivileged processes (net.ipv4.tcp_allowed_congestion_control).",
+    { validate: (v) => (/^[a-z0-9_]{0,15}$/.test(v) ? undefined : `"${v}" is not a congestion control name`) },
+  ),
   dialTimeout: duration('dial-timeout', 5000, 'Timeout for dialing a target on behalf of the proxy-server.', {
     validate: positive('dial timeout'),
   }),
@@ -130,6 +136,12 @@ export const agentFlags = {
       defaultText: '1/4 of the container memory limit, 256 MiB without one',
       validate: (n) => (n < 0 ? `max total buffer ${n} must not be negative` : undefined),
     },
+  ),
+  targetReceiveBuffer: int(
+    'target-receive-buffer',
+    128 << 10,
+    "The kernel's receive buffer of each connection to a target: what a target can have in flight toward the agent before the agent reads it. Fixed, so a burst of connections cannot fill the node's TCP memory; one connection's throughput is about this per round trip. 0: the kernel sizes it (up to net.ipv4.tcp_rmem's maximum).",
+    { validate: (n) => (n < 0 ? 'must not be negative' : undefined) },
   ),
   healthServerHost: str('health-server-host', '', 'The host address to listen on, without port.'),
   healthServerPort: int(

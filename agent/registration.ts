@@ -16,6 +16,17 @@ import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } fro
 import type { AgentMetrics } from './metrics.js';
 import { ConnectionTable, type Dialer, type MalformedPacket } from './connection-table.js';
 import type { DialRecorder } from './dial-recorder.js';
+import { SendTurns } from './send-turns.js';
+import { FrameRing } from './frame-ring.js';
+
+/**
+ * What one stream may hold of its targets' bytes before they read in turns (send-turns.ts): enough
+ * that the connection to the hub does not run dry between turns (the kernel's send buffer holds
+ * more), little enough that a burst of a thousand downloads costs the agent about this much.
+ */
+const streamSendLimit = 1 << 20;
+/** Room for the limit, and the reads of the connections still reading when it was reached. */
+const streamFrameRing = 2 * streamSendLimit;
 
 /** Never throws: a packet that does not decode reaches the ConnectionTable as MalformedPacket. */
 function decode(bytes: Buffer): Packet | MalformedPacket {
@@ -52,7 +63,10 @@ export interface RegistrationOptions {
 export class Registration {
   readonly table: ConnectionTable;
   private stream?: ConnectStream;
-  private readonly writableWaiters: Array<() => void> = [];
+  /** Where DATA frames are encoded, reused once written out (frame-ring.ts). */
+  private readonly frames = new FrameRing(streamFrameRing);
+  private readonly frameWritten = () => this.frames.release();
+  private readonly turns: SendTurns;
   private closed = false;
   private drained = false;
   /** When the last DIAL_REQ arrived, and when DRAIN was sent (clock.now()). */
@@ -67,12 +81,19 @@ export class Registration {
   private endStream!: () => void;
 
   constructor(private readonly opts: RegistrationOptions) {
+    this.turns = new SendTurns({
+      queued: () => this.stream?.queuedBytes ?? 0,
+      limit: streamSendLimit,
+      defer: setImmediate,
+      clock: opts.clock,
+      observer: opts.metrics,
+    });
     this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
     this.table = new ConnectionTable({
       sink: {
         send: (p) => this.send(p),
         sendData: (id, payload) => this.sendData(id, payload),
-        whenWritable: (resume) => this.writableWaiters.push(resume),
+        turns: this.turns,
       },
       dial: opts.dial,
       dials: opts.dials,
@@ -108,9 +129,7 @@ export class Registration {
       throw err;
     }
     this.stream = stream;
-    stream.onDrain(() => {
-      for (const resume of this.writableWaiters.splice(0)) resume();
-    });
+    stream.onDrain(() => this.turns.drained());
     if (this.closed) stream.cancel();
     return stream.responseHeaders;
   }
@@ -130,17 +149,19 @@ export class Registration {
     this.close(`stream error: ${grpcStatusName(status.code)}: ${status.details}`);
   }
 
-  /** Writes a packet; false means the stream is backed up (the caller waits for whenWritable). */
-  send(packet: OutPacket): boolean {
-    if (this.closed || !this.stream) return true;
+  /** Writes a packet. Control packets are never held back; the stream's turns bound DATA. */
+  send(packet: OutPacket): void {
+    if (this.closed || !this.stream) return;
     this.opts.metrics.observePacket('from_agent', packet.type);
-    return this.stream.write(encodeFrame(packet));
+    this.stream.write(encodeFrame(packet));
   }
 
-  private sendData(connectID: bigint, payload: Uint8Array): boolean {
-    if (this.closed || !this.stream) return true;
+  private sendData(connectID: bigint, payload: Uint8Array): void {
+    if (this.closed || !this.stream) return;
     this.opts.metrics.observePacket('from_agent', PacketType.DATA);
-    return this.stream.write(encodeDataFrame(connectID, payload));
+    const frame = encodeDataFrame(connectID, payload, this.frames);
+    if (this.frames.owns(frame)) this.stream.write(frame, this.frameWritten);
+    else this.stream.write(frame);
   }
 
   onClosed(listener: (reason: string) => void): void {
@@ -210,9 +231,9 @@ export class Registration {
    */
   close(reason: string, graceful = false, graceMs = 5000): void {
     if (this.closed) return;
+    // While the stream still carries packets, the clients of connections cut here are told why.
+    this.table.abortAll(graceful ? `the agent closed its stream with this connection open (${reason})` : undefined);
     this.closed = true;
-    this.table.abortAll();
-    for (const resume of this.writableWaiters.splice(0)) resume();
     const { stream } = this;
     if (stream && graceful) {
       stream.end();

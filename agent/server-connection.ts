@@ -10,8 +10,7 @@
 import { EventEmitter } from 'node:events';
 import { Header } from '../proto/packet-types.js';
 import type { Logger } from '../observability/log.js';
-import { AgentSession, type LossCause } from './agent-session.js';
-import type { TcpFaultDetection } from '../net/tcp-fault-detection.js';
+import { AgentSession, type HubTcp, type LossCause } from './agent-session.js';
 import { Backoff } from '../clock/backoff.js';
 import type { ServerCredentials } from './credentials.js';
 import { Registration, type RegistrationOptions } from './registration.js';
@@ -25,7 +24,7 @@ export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'iden
   identifiers: string;
   keepaliveMs: number;
   /** --tcp-keepalive-time and --tcp-user-timeout. */
-  tcp: TcpFaultDetection;
+  tcp: HubTcp;
   /** The most a retired stream waits for its connections before it is closed anyway. */
   drainTimeoutMs: number;
   random?: () => number;

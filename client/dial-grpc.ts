@@ -65,20 +65,26 @@ class GrpcConnection extends Duplex {
         if (pkt.data?.connectID !== this.connectID) return;
         if (!this.push(pkt.data.data)) this.call.pause();
         return;
-      case PacketType.CLOSE_RSP:
+      case PacketType.CLOSE_RSP: {
         if (pkt.closeResponse?.connectID !== this.connectID) return;
-        this.remoteClosed(pkt.closeResponse.error ? `CLOSE_RSP: ${pkt.closeResponse.error}` : 'CLOSE_RSP');
+        const { error } = pkt.closeResponse;
+        // An error means the connection was cut (a target reset, an agent shutting down): the
+        // reader must not take what it got for the whole (unless it had asked to close anyway).
+        const cut = error && !this.closeSent ? new Error(`connection cut by the agent: ${error}`) : undefined;
+        this.remoteClosed(error ? `CLOSE_RSP: ${error}` : 'CLOSE_RSP', cut);
         return;
+      }
     }
   }
 
-  /** The connection is over: end reading, and the stream to the hub (Go: closeTunnel). */
-  remoteClosed(reason: string): void {
+  /** The connection is over: end reading (or fail it, `cut`), and the stream to the hub (Go: closeTunnel). */
+  remoteClosed(reason: string, cut?: Error): void {
     if (this.finished) return;
     this.finished = true;
     this.ctx.event({ kind: 'closed', ms: this.ctx.elapsed(), reason });
-    this.push(null);
     if (!this.call.writableEnded) this.call.end();
+    if (cut) return void this.destroy(cut);
+    this.push(null);
     this.onCloseRsp?.();
   }
 

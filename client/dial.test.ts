@@ -69,3 +69,58 @@ describe('a dial the proxy-server never answers', () => {
     expect(received[1]).toMatchObject({ type: PacketType.DIAL_CLS });
   });
 });
+
+// A proxy-server whose agent answers the dial, sends a little, then ends the connection with CLOSE_RSP.
+describe('a connection the agent ends', () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) c();
+  });
+
+  async function hubThatCloses(closeError: string): Promise<number> {
+    const server = new grpc.Server();
+    server.addService(ProxyService.service, {
+      Proxy: (call: grpc.ServerDuplexStream<OutPacket, Packet>) => {
+        call.on('error', () => {});
+        call.once('data', (pkt: OutPacket) => {
+          const { random } = (pkt as Packet).dialRequest!;
+          call.write({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID: '7', error: '' } } as Packet);
+          call.write({
+            type: PacketType.DATA,
+            data: { connectID: '7', data: Buffer.from('partial'), error: '' },
+          } as Packet);
+          call.write({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: '7', error: closeError } } as Packet);
+        });
+        call.on('end', () => call.end());
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    cleanups.push(() => server.forceShutdown());
+    return port;
+  }
+
+  async function readToEnd(port: number): Promise<{ got: string; end: string }> {
+    const conn = await dialThroughProxy({ mode: 'grpc', proxyHost: '127.0.0.1', proxyPort: port, address: 'x:1' });
+    let got = '';
+    conn.on('data', (c: Buffer) => (got += c.toString()));
+    const end = await new Promise<string>((resolve) => {
+      conn.once('end', () => resolve('end'));
+      conn.once('error', (err) => resolve(err.message));
+    });
+    return { got, end };
+  }
+
+  it('with no error: a clean end after every byte', async () => {
+    expect(await readToEnd(await hubThatCloses(''))).toEqual({ got: 'partial', end: 'end' });
+  });
+
+  it('with an error (the target reset, the agent cut it): the reader gets that error, not a clean end', async () => {
+    const { got, end } = await readToEnd(await hubThatCloses('target error: read ECONNRESET'));
+    expect(got).toBe('partial');
+    expect(end).toBe('connection cut by the agent: target error: read ECONNRESET');
+  });
+});

@@ -212,11 +212,16 @@ export class ProxyHub {
     );
   }
 
-  /** Resolves with the next packet of `type` from an agent (any, or the given agentID). */
-  waitForPacket(type: PacketType, agentID?: string, timeoutMs = 10_000): Promise<[AgentInfo, Packet]> {
+  /** Resolves with the next packet of `type` (and that `match` accepts) from an agent (any, or the given agentID). */
+  waitForPacket(
+    type: PacketType,
+    agentID?: string,
+    match: (p: Packet) => boolean = () => true,
+    timeoutMs = 10_000,
+  ): Promise<[AgentInfo, Packet]> {
     return this.waitFor(
       'agentPacket',
-      (a, p) => p.type === type && (agentID === undefined || a.agentID === agentID),
+      (a, p) => p.type === type && (agentID === undefined || a.agentID === agentID) && match(p),
       timeoutMs,
     );
   }

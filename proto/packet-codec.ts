@@ -398,8 +398,13 @@ function planPacket(packet: OutPacket): number {
 }
 
 /** Writes the plan into a new buffer after `offset` bytes left for the caller. */
-function writePlan(size: number, offset: number): Buffer {
-  const out = Buffer.allocUnsafe(offset + size);
+/** Where a frame may be written instead of a new buffer: `size` bytes, or undefined for a new buffer. */
+export interface FrameBuffers {
+  take(size: number): Buffer | undefined;
+}
+
+function writePlan(size: number, offset: number, into?: FrameBuffers): Buffer {
+  const out = into?.take(offset + size) ?? Buffer.allocUnsafe(offset + size);
   let at = offset;
   for (let i = 0; i < count; i++) {
     out[at++] = tags[i]!;
@@ -419,8 +424,8 @@ function writePlan(size: number, offset: number): Buffer {
   return out;
 }
 
-function withPrefix(size: number): Buffer {
-  const out = writePlan(size, grpcPrefixBytes);
+function withPrefix(size: number, into?: FrameBuffers): Buffer {
+  const out = writePlan(size, grpcPrefixBytes, into);
   writeGrpcPrefix(out, size);
   return out;
 }
@@ -446,7 +451,10 @@ function planData(connectID: bigint, payload: Uint8Array): number {
   );
 }
 
-/** `Packet{type: DATA, data: {connectID, data: payload}}` as one gRPC message (prefix included). */
-export function encodeDataFrame(connectID: bigint, payload: Uint8Array): Buffer {
-  return withPrefix(planData(connectID, payload));
+/**
+ * `Packet{type: DATA, data: {connectID, data: payload}}` as one gRPC message (prefix included), in
+ * the buffer `into` gives for its size (a reused frame), or a new one when it gives none.
+ */
+export function encodeDataFrame(connectID: bigint, payload: Uint8Array, into?: FrameBuffers): Buffer {
+  return withPrefix(planData(connectID, payload), into);
 }

@@ -106,7 +106,7 @@ describe('graceful shutdown of the agent process', () => {
     const { child, healthPort, exited, output } = await spawnAgent(hub);
 
     const conn = await dial(hub, `127.0.0.1:${web.port}`);
-    const drain = hub.waitForPacket(PacketType.DRAIN, undefined, 20_000);
+    const drain = hub.waitForPacket(PacketType.DRAIN, undefined, undefined, 20_000);
     let signalled = false;
     const size = 100 << 20;
     const result = download(conn, size, (got) => {
@@ -133,7 +133,7 @@ describe('graceful shutdown of the agent process', () => {
     const { child, exited, output } = await spawnAgent(hub);
     const conn = await dial(hub, `127.0.0.1:${web.port}`);
     conn.on('error', () => {});
-    const drain = hub.waitForPacket(PacketType.DRAIN, undefined, 20_000);
+    const drain = hub.waitForPacket(PacketType.DRAIN, undefined, undefined, 20_000);
     child.kill('SIGTERM');
     child.kill('SIGTERM');
     await drain;

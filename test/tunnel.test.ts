@@ -225,6 +225,24 @@ describe('agent behaviour seen by the hub', () => {
     await agent.ready();
   });
 
+  it('a burst of 300 downloads on one stream: each arrives whole, and connections took turns on the stream', async () => {
+    const turns = async () =>
+      (await agent.agent.metrics.turnWait.get()).values.find((v) => v.metricName?.endsWith('_count'))?.value ?? 0;
+    const before = await turns();
+    const size = 1 << 20;
+    const results = await Promise.all(
+      Array.from({ length: 300 }, async (_, i) => {
+        const conn = await dial(i % 2 ? 'grpc' : 'http-connect', `web.prod.cluster1:${web.port}`);
+        const { head, body } = await httpGet(conn, `/bytes/${size}`);
+        conn.destroy();
+        return body.length === size && sha256(body) === /x-sha256: (\w+)/.exec(head)?.[1];
+      }),
+    );
+    expect(results.filter((whole) => !whole)).toEqual([]);
+    // 300 MiB through one stream whose limit is 1 MiB: targets read in turns.
+    expect(await turns()).toBeGreaterThan(before);
+  }, 120_000);
+
   it('answers DATA for an unknown connectID with the Go agent error and stays up', async () => {
     const [, rsp] = await Promise.all([
       (async () => {
@@ -236,7 +254,8 @@ describe('agent behaviour seen by the hub', () => {
           data: { connectID: '987654321', data: Buffer.from('junk'), error: '' },
         });
       })(),
-      hub.waitForPacket(PacketType.CLOSE_RSP, agent.agent.agentID),
+      // Matched by its connectID: the closes of the connections before it may still be on their way.
+      hub.waitForPacket(PacketType.CLOSE_RSP, agent.agent.agentID, (p) => p.closeResponse?.connectID === '987654321'),
     ]);
     expect(rsp[1].closeResponse).toMatchObject({ connectID: '987654321', error: 'unrecognized connectID' });
   });
