@@ -157,6 +157,11 @@ export class EndpointConnection implements BufferHolder, TurnReader {
     this.socket.resume();
   }
 
+  /** Another connection filled the stream: wait for the turn with it. */
+  pauseReading(): void {
+    this.socket.pause();
+  }
+
   get nextReadBytes(): number {
     return nextReadBytes(this.socket);
   }

@@ -17,9 +17,11 @@ function setup(limit = 100) {
   });
   let waitingNow = 0;
   const resumed: string[] = [];
+  const paused: string[] = [];
   const reader = (name: string, nextReadBytes = 40): TurnReader => ({
     nextReadBytes,
     resumeReading: () => resumed.push(name),
+    pauseReading: () => paused.push(name),
   });
   /** Runs what the turns deferred (one poll of the event loop, as far as they are concerned). */
   const poll = () => {
@@ -32,6 +34,7 @@ function setup(limit = 100) {
     waitingNow: () => waitingNow,
     reader,
     resumed,
+    paused,
     poll,
     setQueued: (n: number) => (queued = n),
     deferredCount: () => deferred.length,
@@ -60,6 +63,26 @@ describe('SendTurns', () => {
     expect(deferredCount()).toBe(0);
   });
 
+  it('stops every connection that sent since the stream last filled, with the one that filled it', () => {
+    const { turns, reader, setQueued, paused, resumed, poll } = setup();
+    const [a, b, c, quiet] = [reader('a'), reader('b'), reader('c'), reader('quiet')];
+    for (const r of [a, b, c, quiet]) turns.join(r);
+    setQueued(50);
+    expect(turns.sent(a)).toBe(true);
+    expect(turns.sent(b)).toBe(true);
+    setQueued(100);
+    // c fills it: a and b would each read once more in this poll; they stop now, behind c.
+    expect(turns.sent(c)).toBe(false);
+    expect(paused).toEqual(['a', 'b']);
+    expect(turns.waitingCount).toBe(3);
+    setQueued(0);
+    turns.drained();
+    poll();
+    expect(resumed).toEqual(['c', 'a', 'b']);
+    // One that sent nothing was never stopped: it reads when its target has bytes.
+    expect(paused).not.toContain('quiet');
+  });
+
   it('after a drain lets the oldest read first, as many as the room holds', () => {
     const { turns, reader, resumed, poll, setQueued } = setup();
     setQueued(100);
@@ -70,6 +93,21 @@ describe('SendTurns', () => {
     // 100 bytes of room, 40 per read: a, b and c (the third may overshoot by one read).
     expect(resumed).toEqual(['a', 'b', 'c']);
     expect(turns.waitingCount).toBe(1);
+  });
+
+  it('counts the read a reader resumes with, not the smaller one it waited with', () => {
+    const { turns, reader, resumed, poll, setQueued } = setup();
+    setQueued(100);
+    for (const name of ['a', 'b', 'c', 'd']) {
+      const r = { ...reader(name, 10) };
+      // As target-reads.ts does: a reader resumes with its largest read.
+      turns.join(Object.assign(r, { resumeReading: () => (resumed.push(name), (r.nextReadBytes = 60)) }));
+    }
+    setQueued(0);
+    turns.drained();
+    poll();
+    // 100 bytes of room and 60 per read once resumed: two go, not ten bytes' worth of ten.
+    expect(resumed).toEqual(['a', 'b']);
   });
 
   it('lets the next go when the ones let go had nothing to send', () => {

@@ -1,10 +1,11 @@
 // Who may read its target now, on one server stream (target -> hub). Every connection of a stream
 // sends its target's bytes as DATA on that one stream, and what is read from a target waits in the
 // agent until the stream has written it out. So a target is read only while the stream has room:
-// past `limit` bytes waiting, a connection that sends stops reading and queues for a turn, and new
-// connections queue behind it. When the stream has room again, the queue's head is let read, as many
-// as the room holds, in order, each one read before it queues again. Memory is bounded per stream
-// (the limit, and one read of each connection that was reading when it filled), and no target waits
+// past `limit` bytes waiting, the connection that sends stops reading and queues for a turn, with every
+// connection that sent since the stream last filled, and new connections queue behind them. When the
+// stream has room again, the queue's head is let read, as many as the room holds, in order, each one
+// read before it queues again. Memory is bounded per stream (the limit, one read of the connection
+// that filled it, and the first read of any that had been quiet and read in the same poll), and no target waits
 // longer than one round of the queue: a fast one cannot starve the others, nor can new connections.
 // Pure logic: the stream's queue length, the readers, the deferral and the clock are passed in.
 import type { Clock } from '../clock/clock.js';
@@ -13,7 +14,9 @@ import type { Clock } from '../clock/clock.js';
 export interface TurnReader {
   /** Start reading the target again (it was paused for its turn). */
   resumeReading(): void;
-  /** The most its next read may bring (target-reads.ts). */
+  /** Stop reading the target until its turn: another connection found the stream full. */
+  pauseReading(): void;
+  /** The most its next read may bring (target-reads.ts), once resumed. */
   readonly nextReadBytes: number;
 }
 
@@ -42,6 +45,13 @@ export interface TurnsObserver {
 export class SendTurns {
   /** Waiting for a turn, oldest first (a Map keeps insertion order), with when each began to wait. */
   private readonly waiting = new Map<TurnReader, number>();
+  /**
+   * Readers that sent since the stream last filled, and read on. When it fills, they stop with the
+   * one that filled it: each would otherwise read once more in the same poll of the event loop before
+   * finding the stream full, and the more connections carry bulk, the further past `limit` that goes
+   * (a burst of a thousand: tens of MiB). A connection that sends nothing is never among them.
+   */
+  private readonly sending = new Set<TurnReader>();
   private pumpScheduled = false;
 
   constructor(private readonly opts: SendTurnsOptions) {}
@@ -63,13 +73,23 @@ export class SendTurns {
    * stop reading until its turn (`resumeReading`).
    */
   sent(reader: TurnReader): boolean {
-    if (!this.full) return true;
+    if (!this.full) {
+      this.sending.add(reader);
+      return true;
+    }
+    this.sending.delete(reader);
     this.enqueue(reader);
+    for (const other of this.sending) {
+      other.pauseReading();
+      this.enqueue(other);
+    }
+    this.sending.clear();
     return false;
   }
 
   /** The connection closed: it no longer waits. */
   leave(reader: TurnReader): void {
+    this.sending.delete(reader);
     if (this.waiting.delete(reader)) this.opts.observer?.waiting(-1);
   }
 
@@ -109,8 +129,9 @@ export class SendTurns {
       this.waiting.delete(reader);
       letGo++;
       this.opts.observer?.waited(now - since);
-      room -= reader.nextReadBytes;
       reader.resumeReading();
+      // Read after resuming: a reader resumes with its largest read (target-reads.ts).
+      room -= reader.nextReadBytes;
       if (room <= 0) break;
     }
     this.opts.observer?.waiting(-letGo);
