@@ -101,7 +101,11 @@ describe('SendTurns', () => {
     for (const name of ['a', 'b', 'c', 'd']) {
       const r = { ...reader(name, 10) };
       // As target-reads.ts does: a reader resumes with its largest read.
-      turns.join(Object.assign(r, { resumeReading: () => (resumed.push(name), (r.nextReadBytes = 60)) }));
+      r.resumeReading = () => {
+        resumed.push(name);
+        r.nextReadBytes = 60;
+      };
+      turns.join(r);
     }
     setQueued(0);
     turns.drained();

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // spoke-agent: the agent by default; `dial`, `dns`, `resolve`, `queries` and `dials` are subcommands.
-import { sizeHeapForContainer } from '../memory/container-memory.js';
+import { tuneMemoryAtStart } from '../memory/container-memory.js';
 
-// First, before the agent's modules load: a heap that fits the container (this may re-execute).
-sizeHeapForContainer();
+// First, before the agent's modules load: a heap that fits the container and few malloc arenas (this may re-execute).
+tuneMemoryAtStart();
 
 const subcommands: Record<string, (argv: string[]) => Promise<number>> = {
   dial: async (argv) => (await import('./dial-command.js')).runDialCommand(argv),

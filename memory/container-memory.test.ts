@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   containerMemoryLimit,
   heapFlags,
+  mallocArenas,
   heapSizedByOperator,
   limitFiles,
   memoryCgroupPaths,
@@ -70,7 +71,13 @@ describe('heapFlags', () => {
   it('leaves room in the limit for buffers and native memory', () => {
     expect(heapFlags(256 << 20)).toEqual(['--max-old-space-size=96', '--max-semi-space-size=4']);
     expect(heapFlags(64 << 20)).toEqual(['--max-old-space-size=32', '--max-semi-space-size=1']);
-    expect(heapFlags(8 * 2 ** 30)).toEqual(['--max-old-space-size=3072', '--max-semi-space-size=16']);
+    expect(heapFlags(8 * 2 ** 30)).toEqual(['--max-old-space-size=3072', '--max-semi-space-size=4']);
+    expect(heapFlags(undefined)).toEqual(['--max-semi-space-size=4']);
+  });
+
+  it('asks for two malloc arenas unless the operator chose', () => {
+    expect(mallocArenas({ PATH: '/bin' })).toEqual({ PATH: '/bin', MALLOC_ARENA_MAX: '2' });
+    expect(mallocArenas({ MALLOC_ARENA_MAX: '8' })).toBeUndefined();
   });
 
   it('is left to the operator who sized the heap', () => {

@@ -3,7 +3,7 @@
 // lets the heap grow past the limit before a full collection is forced. The agent also holds buffers
 // outside the heap (up to --max-total-buffer, a quarter of the limit) and its code and native state,
 // so the kernel would kill the pod before the garbage is collected. Heap flags only take effect at process
-// start: an entry point calls sizeHeapForContainer() first, which re-executes the process with them.
+// start: an entry point calls tuneMemoryAtStart() first, which re-executes the process with them.
 import { readFileSync } from 'node:fs';
 
 /** Values at or above this mean "no limit" (v1 writes LONG_MAX rounded down to a page). */
@@ -65,14 +65,19 @@ function readOrUndefined(path: string): string | undefined {
 
 const MiB = 1 << 20;
 
+/** The young generation's semi-spaces, at most: V8 picks 16 MiB on a large host, and a burst of streams fills them (32 MiB of garbage) for no measurable CPU saved over 4. */
+const maxSemiSpace = 4;
+
 /**
  * V8 flags for a process limited to `limit` bytes: 3/8 of it for the old space (several times the
- * agent's heap after a full collection) and semi-spaces of 1/64, between V8's own picks for a small
- * limit and a large host; what each choice held under churn: bench/README.md, "Dial/close churn and memory".
+ * agent's heap after a full collection) and semi-spaces of 1/64, at most 4 MiB; without a limit, the
+ * semi-spaces alone. What each choice held under churn and in a burst: bench/README.md, "Dial/close
+ * churn and memory" and "Bursts".
  */
-export function heapFlags(limit: number): string[] {
+export function heapFlags(limit: number | undefined): string[] {
+  if (limit === undefined) return [`--max-semi-space-size=${maxSemiSpace}`];
   const oldSpace = Math.max(32, Math.floor((limit * 3) / 8 / MiB));
-  const semiSpace = Math.min(16, Math.max(1, Math.floor(limit / 64 / MiB)));
+  const semiSpace = Math.min(maxSemiSpace, Math.max(1, Math.floor(limit / 64 / MiB)));
   return [`--max-old-space-size=${oldSpace}`, `--max-semi-space-size=${semiSpace}`];
 }
 
@@ -84,23 +89,34 @@ export function heapSizedByOperator(execArgv: readonly string[], nodeOptions = '
 }
 
 /**
- * At process start, before anything else: when the process runs under a memory limit and nobody
- * sized its heap, re-executes it (same PID, arguments and environment) with heapFlags(limit).
- * Does not return when it re-executes.
+ * glibc's malloc arenas for the process (MALLOC_ARENA_MAX), unless the operator set it. Buffers are
+ * allocated on the main thread and freed by V8's background threads, and each thread that frees or
+ * allocates gets an arena of its own (up to 8 per core), each keeping freed memory to itself: a burst of
+ * a thousand streams held 35 MiB more resident with glibc's default (bench/README.md, "Bursts").
  */
-export function sizeHeapForContainer(): void {
+export function mallocArenas(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv | undefined {
+  return env.MALLOC_ARENA_MAX === undefined ? { ...env, MALLOC_ARENA_MAX: '2' } : undefined;
+}
+
+/**
+ * At process start, before anything else: re-executes the process (same PID and arguments) with
+ * heapFlags for its memory limit, or for none, unless the operator sized the heap, and with
+ * mallocArenas in its environment. Does not return when it re-executes.
+ */
+export function tuneMemoryAtStart(): void {
   const limit = processMemoryLimit();
-  if (limit === undefined || heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS)) return;
-  if (typeof process.execve !== 'function') return;
+  const flags = heapSizedByOperator(process.execArgv, process.env.NODE_OPTIONS) ? [] : heapFlags(limit);
+  const env = mallocArenas(process.env);
+  if ((flags.length === 0 && env === undefined) || typeof process.execve !== 'function') return;
   try {
     process.execve(
       process.execPath,
-      [process.execPath, ...process.execArgv, ...heapFlags(limit), ...process.argv.slice(1)],
-      process.env,
+      [process.execPath, ...process.execArgv, ...flags, ...process.argv.slice(1)],
+      env ?? process.env,
     );
   } catch (err) {
     process.stderr.write(
-      `spoke-agent: cannot re-execute with a heap sized for the ${limit}-byte memory limit, going on with Node's: ${(err as Error).message}\n`,
+      `spoke-agent: cannot re-execute with a heap sized for ${limit === undefined ? 'no memory limit' : `the ${limit}-byte memory limit`}, going on with Node's: ${(err as Error).message}\n`,
     );
   }
 }
