@@ -63,10 +63,10 @@ export class Proc {
   }
 
   /** VmRSS split into anonymous memory (heap, malloc: this process's own) and mapped files (mostly the node binary's code, shared and reclaimable), bytes. */
-  memory(): { rss: number; anon: number; file: number } {
+  memory(): { rss: number; anon: number; file: number; hwm: number } {
     const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
     const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
-    return { rss: kib('VmRSS'), anon: kib('RssAnon'), file: kib('RssFile') };
+    return { rss: kib('VmRSS'), anon: kib('RssAnon'), file: kib('RssFile'), hwm: kib('VmHWM') };
   }
 
   /** User + system CPU seconds so far (/proc/PID/stat fields 14 and 15). */
@@ -136,14 +136,20 @@ export class Proc {
 export type Wrap = (command: string, args: string[]) => [string, string[]];
 
 /** A .ts file runs through tsx's loader; a .js file (the built dist/) runs as shipped. */
-export function spawnNode(name: string, script: string, args: string[], wrap: Wrap = (c, a) => [c, a]): Proc {
+export function spawnNode(
+  name: string,
+  script: string,
+  args: string[],
+  wrap: Wrap = (c, a) => [c, a],
+  stdin: 'ignore' | 'pipe' = 'ignore',
+): Proc {
   const prof = profileDir
     ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
     : [];
   const loader = [...nodeFlags, ...(script.endsWith('.ts') ? ['--import', 'tsx'] : [])];
   // process.execPath is the pinned Node 24 (npm scripts put node_modules/.bin first).
   const [command, argv] = wrap(process.execPath, [...prof, ...loader, join(repoRoot, script), ...args]);
-  const child = spawn(command, argv, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, argv, { cwd: repoRoot, stdio: [stdin, 'pipe', 'pipe'] });
   return new Proc(name, child);
 }
 

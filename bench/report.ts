@@ -33,7 +33,7 @@ export class Report {
     };
     this.rows.push(full);
     const base = full.baseline
-      ? `   vs ${full.baseline.subject} ${fmt(full.baseline.value)} (x${fmt(full.ratio!)})`
+      ? `   vs ${full.baseline.subject} ${fmt(full.baseline.value)}${full.ratio === undefined ? '' : ` (x${fmt(full.ratio)})`}`
       : '';
     const target = full.target ? `   target ${full.target.text}: ${full.target.met ? 'met' : 'NOT met'}` : '';
     console.log(`  [${row.section}] ${row.metric} | ${row.subject}: ${fmt(row.value)} ${row.unit}${base}${target}`);

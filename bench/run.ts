@@ -3,6 +3,7 @@
 // process it starts is stopped by PID; a watchdog ends a run that overstays its time budget.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runBursts } from './burst.js';
 import { runChurn } from './churn.js';
 import { anpBinDir, goReferenceNote, makePki, startTargets } from './env.js';
 import { runDialLog } from './dial-log.js';
@@ -30,6 +31,7 @@ const sections = [
   'dns',
   'reconnect',
   'hubcost',
+  'burst',
   'churn',
   'fleet',
   'netfaults',
@@ -50,7 +52,7 @@ if (unknown.length) {
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
 const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
-const budgetMs = ((quick ? 5 : 25) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
+const budgetMs = ((quick ? 8 : 35) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
 const watchdog = setTimeout(() => {
   console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);
   void cleanup().finally(() => process.exit(1));
@@ -95,6 +97,11 @@ try {
   await run('scale', () => runScale(report, pki, quick));
   await run('reconnect', () => runReconnect(report, pki, quick));
   await run('hubcost', () => runHubCost(report, pki, quick));
+  await run('burst', () =>
+    anpBinDir
+      ? runBursts(report, pki, quick)
+      : Promise.resolve(report.note(`Bursts skipped: no Go reference binaries (${goReferenceNote})`)),
+  );
   await run('churn', () => runChurn(report, pki, targets, quick));
   await run('fleet', () => runFleet(report, pki, quick));
   await run('netfaults', () => runNetFaults(report));
