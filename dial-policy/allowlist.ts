@@ -29,8 +29,6 @@ export interface DialAllowlistOptions {
   /** A per-node agent's node (node-local.ts): its addresses are dialled on its ports only. */
   node?: NodeLocalPorts;
   registry: Registry;
-  /** Called once per denial, for the log. */
-  onDenied?: (host: string, address: string, reason: string) => void;
 }
 
 /**
@@ -61,7 +59,7 @@ export class DialAllowlist {
   readonly resolve: HostResolver = async (host) => {
     const name = normalizeName(host);
     const answer = await this.opts.resolveForDial(name);
-    if (answer.denied !== undefined) return { denied: this.deny('other_node', host, '', answer.denied) };
+    if (answer.denied !== undefined) return { denied: this.deny('other_node', answer.denied) };
     const addresses = answer.addresses.map((a) => a.address);
     const { match } = answer;
     if (!match) return { addresses };
@@ -77,7 +75,7 @@ export class DialAllowlist {
     const { node } = this.opts;
     if (node?.owns(address)) {
       const denial = node.portDenial(address, port);
-      return denial && this.deny('node_port', host, address, denial);
+      return denial && this.deny('node_port', denial);
     }
     if (this.cidrs.some((c) => cidrContains(c, address))) return undefined;
     const name = normalizeName(host);
@@ -97,12 +95,11 @@ export class DialAllowlist {
         ? `not allowed: ${address} is not what the rule for "${name}" resolves to, nor inside --allowed-cidrs`
         : `not allowed: no rule serves "${name}" and ${address} is not inside --allowed-cidrs`;
     }
-    return reason && this.deny(reason, host, address, message);
+    return reason && this.deny(reason, message);
   };
 
-  private deny(reason: DenyReason, host: string, address: string, message: string): string {
+  private deny(reason: DenyReason, message: string): string {
     this.denied.inc({ reason });
-    this.opts.onDenied?.(host, address, message);
     return message;
   }
 
