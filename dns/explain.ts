@@ -4,7 +4,7 @@ import { json, type RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
 import { otherNodeReason } from '../rules/node.js';
-import { targetText } from '../rules/rule-set.js';
+import { targetText } from '../rules/target.js';
 import { decodeMessage, type DnsRecord, type Header } from './dns2.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';

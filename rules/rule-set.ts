@@ -12,11 +12,7 @@ import {
 } from './naming.js';
 import { nodeHost, nodeZone } from './node.js';
 import { parseExpose, parseRuleFile, type Result, type RuleSpec } from './rule-file.js';
-
-export type Target = { kind: 'fqdn'; fqdn: string } | { kind: 'ip'; v4: string[]; v6: string[] };
-
-/** A target in one line: the FQDN, or the addresses comma-separated. */
-export const targetText = (t: Target) => (t.kind === 'fqdn' ? t.fqdn : [...t.v4, ...t.v6].join(','));
+import type { Target } from './target.js';
 
 export type RuleKind = 'cluster' | 'node' | 'service' | 'namespace' | 'static';
 
