@@ -10,15 +10,12 @@ import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { DialAuthorizer, HostResolver } from './contract.js';
 import type { NodeLocalPorts } from './node-local.js';
-import type { DialResolution } from './resolve.js';
-
-/** How a dial's host resolves: resolve.ts resolveForDial over the embedded resolver, or a stand-in in tests. */
-export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match' | 'denied'>>;
 
 export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
 export interface DialAllowlistOptions {
-  resolveForDial: ResolveForDial;
+  /** How a dial's host resolves through the rules: resolve.ts over the DNS server's resolver, or a stand-in in tests. */
+  resolveForDial: HostResolver;
   cidrs: readonly Cidr[];
   /**
    * The `host=` names of --agent-identifiers: the hub was told this agent serves them (cluster-proxy's
@@ -59,16 +56,9 @@ export class DialAllowlist {
   readonly resolve: HostResolver = async (host) => {
     const name = normalizeName(host);
     const answer = await this.opts.resolveForDial(name);
-    if (answer.denied !== undefined) return { denied: this.deny('other_node', answer.denied) };
-    const addresses = answer.addresses.map((a) => a.address);
-    const { match } = answer;
-    if (!match) return { addresses };
-    this.remember(name, addresses);
-    return {
-      addresses,
-      rule: match.rule.source,
-      ...(match.target.kind === 'fqdn' ? { name: match.target.fqdn } : {}),
-    };
+    if ('denied' in answer) return { denied: this.deny('other_node', answer.denied) };
+    if (answer.route) this.remember(name, answer.addresses);
+    return answer;
   };
 
   readonly authorize: DialAuthorizer = (host, address, port) => {
@@ -120,7 +110,7 @@ export class DialAllowlist {
         const name = names[next++]!;
         try {
           const answer = await this.opts.resolveForDial(name);
-          if (answer.match) byName.set(name, new Set(answer.addresses.map((a) => canonicalIp(a.address))));
+          if ('route' in answer) byName.set(name, new Set(answer.addresses.map(canonicalIp)));
         } catch {
           // Unresolvable now (e.g. a Service without a ClusterIP yet): learned on its first dial.
         }

@@ -62,14 +62,13 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const normalized = normalizeName(name);
   const problem = hostNameProblem(normalized, 'name');
   if (problem) throw new Error(problem);
-  const ruleSet = resolver.holder.current;
-  const match = ruleSet.match(normalized);
-  const node = ruleSet.otherNode(normalized);
-  const action = match
-    ? 'rule'
-    : node !== undefined
-      ? 'other-node'
-      : ruleSet.inZone(normalized)
+  const named = resolver.holder.current.classify(normalized);
+  const match = named.kind === 'rule' ? named.match : undefined;
+  const node = named.kind === 'other-node' ? named.node : undefined;
+  const action =
+    named.kind === 'rule' || named.kind === 'other-node'
+      ? named.kind
+      : named.kind === 'zone'
         ? 'nxdomain'
         : resolver.forwarding
           ? 'forward'

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { otherNodeReason } from '../rules/node.js';
-import type { Match, RuleSet } from '../rules/rule-set.js';
+import type { NameClass, RuleSet } from '../rules/rule-set.js';
 import { targetText } from '../rules/target.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
 import { type CacheEntry, ResponseCache } from './cache.js';
@@ -198,11 +198,11 @@ export class Resolver {
     const name = questionName(msg).toLowerCase();
     const generation = this.opts.holder.generation;
     const ruleSet = this.opts.holder.current;
-    const match = ruleSet.match(name);
-    if (match !== undefined || ruleSet.inZone(name)) {
+    const named = ruleSet.classify(name);
+    if (named.kind !== 'outside') {
       this.opts.metrics.cacheMisses.answers.inc();
       const built = await this.coalesce(`a${q.key}`, async () => {
-        const r = await this.build(msg, q, name, match, ruleSet, generation);
+        const r = await this.build(req, name, named, ruleSet, generation);
         const info = inspectResponse(r.bytes)!;
         // An answer built from the rules being replaced must not outlive them.
         if (generation === this.opts.holder.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
@@ -227,27 +227,27 @@ export class Resolver {
     return { ...fetched, bytes: reuseResponse(fetched.bytes, fetched.info, 0, msg, q) };
   }
 
+  /** Our own answer for a name the rules decide (every class but `outside`). */
   private async build(
-    msg: Buffer,
-    q: Query,
+    req: DnsRequest,
     name: string,
-    match: Match | undefined,
+    named: Exclude<NameClass, { kind: 'outside' }>,
     ruleSet: RuleSet,
     serial: number,
   ): Promise<Resolved> {
+    const { msg, q } = req;
     // A static name outside the cluster's zone is a zone of its own for the SOA.
     const zone = ruleSet.inZone(name) ? ruleSet.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
-    if (match === undefined) {
-      const node = ruleSet.otherNode(name);
-      if (node === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    if (named.kind === 'zone') return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    if (named.kind === 'other-node')
       // Not this agent's to answer: NXDOMAIN would say the node does not exist.
       return {
         bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }),
         info: noTtls,
-        meta: { source: 'zone', answer: [otherNodeReason(node)] },
+        meta: { source: 'zone', answer: [otherNodeReason(named.node)] },
       };
-    }
+    const { match } = named;
     const meta = { rule: match.rule.source, target: targetText(match.target) };
     if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
       return {

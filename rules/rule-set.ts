@@ -32,6 +32,16 @@ export interface Match {
   target: Target;
 }
 
+/** What a name is to the rules (`RuleSet.classify`). */
+export type NameClass =
+  | { kind: 'rule'; match: Match }
+  | { kind: 'other-node'; node: string }
+  | { kind: 'zone' }
+  | { kind: 'outside' };
+
+const inZone: NameClass = { kind: 'zone' };
+const outside: NameClass = { kind: 'outside' };
+
 /** A Service known to exist (from the Kubernetes API, next issue): expands `NAMESPACE/*` into exact names. */
 export interface ServiceRef {
   namespace: string;
@@ -72,13 +82,17 @@ export class RuleSet {
   }
 
   /**
-   * The node whose name `name` is, when it is another node's (`<node>.node.<cluster>`, no rule here
-   * serving it): only the agent on that node answers and dials it. `name` must be normalized.
+   * What `name` (normalized) is to these rules, decided here once for the DNS server and the dial
+   * policy: a rule serves it; else it is another node's (`<node>.node.<cluster>`: only the agent on
+   * that node answers and dials it); else it is in the cluster's zone, where it does not exist; else
+   * it is outside, for the upstream or the system resolver.
    */
-  otherNode(name: string): string | undefined {
-    if (!name.endsWith(this.nodeSuffix) || this.match(name) !== undefined) return undefined;
-    const node = name.slice(0, -this.nodeSuffix.length);
-    return node === '' ? undefined : node;
+  classify(name: string): NameClass {
+    const match = this.match(name);
+    if (match !== undefined) return { kind: 'rule', match };
+    if (name.endsWith(this.nodeSuffix) && name.length > this.nodeSuffix.length)
+      return { kind: 'other-node', node: name.slice(0, -this.nodeSuffix.length) };
+    return this.inZone(name) ? inZone : outside;
   }
 
   /** Every exact name served, in rule order: the agent's `host=` identifiers. */
