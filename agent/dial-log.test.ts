@@ -18,8 +18,8 @@ import { DialRecorder } from './dial-recorder.js';
 import { dialFields } from './dial-selector.js';
 import { DialTraffic } from './dial-traffic.js';
 import { TargetDialError } from './dialer.js';
-import { AgentMetrics } from './metrics.js';
-import { DenialAudit, denialLineBurst } from './denial-audit.js';
+import { AgentMetrics, denialLineBurst } from './metrics.js';
+import { DenialAudit } from './denial-audit.js';
 import { SendTurns } from './send-turns.js';
 
 const silent = pino({ level: 'silent' });

@@ -3,13 +3,24 @@
 // on the resolved address, before any connection attempt (agent/dialer.ts calls `authorize` for every
 // candidate first); another node's name is denied by name. The only I/O is the resolver passed in.
 import { isIP } from 'node:net';
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
+import { counter, type MetricDeclarations } from '../observability/metric.js';
 import { type Cidr, cidrContains } from '../net/cidr.js';
 import { canonicalIp } from '../net/ip.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { DialAuthorizer, HostResolver } from './contract.js';
 import type { NodeLocalPorts } from './node-local.js';
+
+/** The dial policy's one metric, declared here, where it is counted. */
+export const dialPolicyMetricDeclarations = {
+  denied: {
+    type: 'counter',
+    name: 'spoke_agent_dials_denied_total',
+    help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
+    labelNames: ['reason'],
+  },
+} as const satisfies MetricDeclarations;
 
 export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
@@ -44,12 +55,7 @@ export class DialAllowlist {
   constructor(private readonly opts: DialAllowlistOptions) {
     this.cidrs = opts.cidrs;
     this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalizeName));
-    this.denied = new Counter({
-      name: 'spoke_agent_dials_denied_total',
-      help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
-      labelNames: ['reason'],
-      registers: [opts.registry],
-    });
+    this.denied = counter(dialPolicyMetricDeclarations.denied, opts.registry);
   }
 
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
