@@ -58,7 +58,7 @@ function setup(
     (async () => {
       const [agentSide, targetSide] = duplexPair();
       targets.push(targetSide);
-      return { socket: agentSide };
+      return { socket: agentSide, route: {} };
     });
   const table = new ConnectionTable({
     sink: {
@@ -137,7 +137,7 @@ describe('ConnectionTable', () => {
     const { table, sent } = setup({
       dial: async () => {
         if (calls++ === 0) throw new Error('dial tcp 127.0.0.1:1: connect: connection refused');
-        return { socket: duplexPair()[0] };
+        return { socket: duplexPair()[0], route: {} };
       },
     });
     table.handle(dialReq('5'));
@@ -232,7 +232,7 @@ describe('ConnectionTable', () => {
           cancel.onCancel = () => (aborted = true);
           release = () => {
             produced = duplexPair()[0];
-            resolve({ socket: produced });
+            resolve({ socket: produced, route: {} });
           };
         }),
     });
@@ -473,7 +473,7 @@ describe('ConnectionTable', () => {
       dial: async () => {
         const [a] = duplexPair();
         agentSide = a;
-        return { socket: a };
+        return { socket: a, route: {} };
       },
     });
     table.handle(dialReq('1'));
@@ -491,7 +491,7 @@ describe('ConnectionTable', () => {
     const { table, sent } = setup({
       dial: async () => {
         if (dials++ > 0) return new Promise(() => {});
-        return { socket: duplexPair()[0] };
+        return { socket: duplexPair()[0], route: {} };
       },
     });
     table.handle(dialReq('1'));

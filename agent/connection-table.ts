@@ -9,13 +9,14 @@ import type { BufferBudget } from './buffer-budget.js';
 import { Dial, type DialResult } from './dial.js';
 import type { DialRecorder } from './dial-recorder.js';
 import type { RuleTraffic } from './dial-traffic.js';
-import { DialCancel, type DialRoute, TargetDialError } from './dialer.js';
+import type { DialRoute } from '../dial-policy/contract.js';
+import { DialCancel, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
 import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
 
 /** Dials a DIAL_REQ's address: the socket and the way the dial went, or a TargetDialError with how far it got. */
-export type Dialer = (address: string, cancel: DialCancel) => Promise<DialRoute & { socket: Duplex }>;
+export type Dialer = (address: string, cancel: DialCancel) => Promise<{ socket: Duplex; route: DialRoute }>;
 
 /** A dial in progress: its record, and the token DIAL_CLS cancels it with. */
 interface PendingDial {
@@ -207,7 +208,7 @@ export class ConnectionTable {
     const pending: PendingDial = { dial, cancel: new DialCancel() };
     this.pending.set(random, pending);
     this.opts.dial(address, pending.cancel).then(
-      ({ socket, ...route }) => {
+      ({ socket, route }) => {
         if (this.pending.get(random) !== pending) {
           // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
           socket.destroy();

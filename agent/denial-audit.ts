@@ -3,15 +3,13 @@
 // clock so a hub asking for denied dials in a loop cannot flood the log. Lines dropped are counted
 // (spoke_agent_dial_refusal_lines_suppressed_total: the metric keeps its name for dashboards), and
 // the next line written says how many.
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
 import type { Clock } from '../clock/clock.js';
 import { TokenBucket } from '../clock/token-bucket.js';
 import type { Logger } from '../observability/log.js';
+import { counter } from '../observability/metric.js';
 import type { Dial } from './dial.js';
-
-/** Audit lines a second at most, after a burst of this many. */
-const denialLinesPerSecond = 5;
-export const denialLineBurst = 20;
+import { agentMetricDeclarations, denialLineBurst, denialLinesPerSecond } from './metrics.js';
 
 export class DenialAudit {
   private readonly bucket: TokenBucket;
@@ -24,11 +22,7 @@ export class DenialAudit {
     registry: Registry,
   ) {
     this.bucket = new TokenBucket(clock, denialLinesPerSecond, denialLineBurst);
-    this.suppressedLines = new Counter({
-      name: 'spoke_agent_dial_refusal_lines_suppressed_total',
-      help: `Denied-dial audit lines not written because more than ${denialLinesPerSecond} a second came (after a burst of ${denialLineBurst}); the next line written says how many.`,
-      registers: [registry],
-    });
+    this.suppressedLines = counter(agentMetricDeclarations.denialLinesSuppressed, registry);
   }
 
   denied(r: Dial): void {

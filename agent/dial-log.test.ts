@@ -18,8 +18,8 @@ import { DialRecorder } from './dial-recorder.js';
 import { dialFields } from './dial-selector.js';
 import { DialTraffic } from './dial-traffic.js';
 import { TargetDialError } from './dialer.js';
-import { AgentMetrics } from './metrics.js';
-import { DenialAudit, denialLineBurst } from './denial-audit.js';
+import { AgentMetrics, denialLineBurst } from './metrics.js';
+import { DenialAudit } from './denial-audit.js';
 import { SendTurns } from './send-turns.js';
 
 const silent = pino({ level: 'silent' });
@@ -195,7 +195,7 @@ describe('ConnectionTable with a DialRecorder', () => {
     const { table, sent, log, metric } = setup(async () => {
       const [agentSide, targetSide] = duplexPair();
       targets.push(targetSide);
-      return { socket: agentSide, rule: '--expose=prod/web', address: '127.0.0.1' };
+      return { socket: agentSide, route: { rule: '--expose=prod/web', address: '127.0.0.1' } };
     });
     table.handle(dialReq('1', 'web.prod.cluster1:80'));
     await waitUntil(() => log.last === 1 && targets.length === 1, 5000, 'the dial');

@@ -4,7 +4,7 @@
 // dial's connection counts its bytes into it, and the dial log keeps it by reference: one record per
 // dial. What each shown field means is said once, in `dialSchema`; the dial log's entries, the API's
 // Dial objects, their Table columns and their OpenAPI schema are built from this type and that table.
-import type { DialRoute } from './dialer.js';
+import type { DialRoute } from '../dial-policy/contract.js';
 
 /** `denied`: by the dial policy, before any connection attempt; a target's refusal (ECONNREFUSED) is an `error`. */
 export type DialResult = 'connected' | 'denied' | 'error' | 'cancelled';

@@ -37,12 +37,11 @@ describe('dialTcp', () => {
       timeoutMs: 1000,
       resolve: async () => ({
         addresses: ['127.0.0.1'],
-        rule: '--expose=prod/web',
-        name: 'web.prod.svc.cluster.local',
+        route: { rule: '--expose=prod/web', name: 'web.prod.svc.cluster.local' },
       }),
     });
     named.socket.destroy();
-    expect(named).toMatchObject({
+    expect(named.route).toEqual({
       rule: '--expose=prod/web',
       name: 'web.prod.svc.cluster.local',
       address: '127.0.0.1',

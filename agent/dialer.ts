@@ -1,13 +1,13 @@
 // Dials a target for a DIAL_REQ: resolve and authorize (the dial policy's contract,
 // dial-policy/contract.ts), connect, within a timeout and cancellable (DIAL_CLS). It returns the way
-// the dial went (rule, name, address) with the socket, or on the error. Errors read like Go's net
-// errors, which is what hub clients of the Go agent see.
+// the dial went (the policy's route, with the address tried) with the socket, or on the error.
+// Errors read like Go's net errors, which is what hub clients of the Go agent see.
 import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
 import { setReceiveBuffer } from '../net/tcp-receive-buffer.js';
 import { promises as dnsPromises } from 'node:dns';
 import net from 'node:net';
 import { joinHostPort, splitHostPort } from '../net/address.js';
-import type { DialAuthorizer, HostResolver } from '../dial-policy/contract.js';
+import type { DialAuthorizer, DialRoute, HostResolver } from '../dial-policy/contract.js';
 import { systemClock, type Clock } from '../clock/clock.js';
 import { holdTargetReads, targetReads } from './target-reads.js';
 
@@ -49,18 +49,6 @@ export interface TargetDialOptions {
   receiveBufferBytes?: number;
 }
 
-/** The way a dial went, for the dial log: the rule its host resolved through, that rule's target name, the address last tried. */
-export interface DialRoute {
-  rule?: string;
-  name?: string;
-  address?: string;
-}
-
-/** A dial that connected: its socket, and the way it went (address: the one connected). */
-export interface Dialled extends DialRoute {
-  socket: net.Socket;
-}
-
 /** Why a dial failed (`denied`: by the dial policy; `refused`: by the target, ECONNREFUSED), and how far it got. */
 export class TargetDialError extends Error {
   constructor(
@@ -77,23 +65,30 @@ const systemResolver: HostResolver = async (host) => ({
 });
 
 /** Resolves (unless the host is an IP), authorizes every address, then connects to the first that answers. */
-export async function dialTcp(address: string, opts: TargetDialOptions): Promise<Dialled> {
+export async function dialTcp(
+  address: string,
+  opts: TargetDialOptions,
+): Promise<{ socket: net.Socket; route: DialRoute }> {
   const target = splitHostPort(address);
   if (typeof target === 'string') throw new TargetDialError(`dial tcp ${target}`, 'unknown');
   const clock = opts.clock ?? systemClock;
   const deadline = clock.now() + opts.timeoutMs;
   const found = net.isIP(target.host) ? { addresses: [target.host] } : await lookup(target.host, deadline, clock, opts);
   if ('denied' in found) throw new TargetDialError(`dial tcp ${address}: ${found.denied}`, 'denied');
-  const { addresses, rule, name } = found;
+  // The policy's route, carried on to the dial's record: the dialer adds the address it tries.
+  const { addresses, route = {} } = found;
   for (const ip of addresses) {
     const denied = opts.authorize?.(target.host, ip, target.port);
-    if (denied) throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied', { rule, name, address: ip });
+    if (denied) {
+      route.address = ip;
+      throw new TargetDialError(`dial tcp ${address}: ${denied}`, 'denied', route);
+    }
   }
   let lastError: TargetDialError | undefined;
   for (const ip of addresses) {
-    const route = { rule, name, address: ip };
+    route.address = ip;
     try {
-      return { socket: await connect(ip, target.port, address, deadline, clock, opts, route), ...route };
+      return { socket: await connect(ip, target.port, address, deadline, clock, opts, route), route };
     } catch (err) {
       lastError = err as TargetDialError;
       if (lastError.reason === 'timeout' || lastError.reason === 'cancelled') throw lastError;
@@ -112,10 +107,7 @@ async function lookup(host: string, deadline: number, clock: Clock, opts: Target
     throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable');
   }
   if (!('denied' in found) && found.addresses.length === 0)
-    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable', {
-      rule: found.rule,
-      name: found.name,
-    });
+    throw new TargetDialError(`dial tcp: lookup ${host}: no such host`, 'unresolvable', found.route);
   return found;
 }
 

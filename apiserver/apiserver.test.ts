@@ -13,6 +13,7 @@ import { openApiV2, openApiV3, openApiV3Discovery } from './openapi.js';
 import { Dial } from '../agent/dial.js';
 import { DialLog } from '../agent/dial-log.js';
 import { QueryLog } from '../dns/query-log.js';
+import { DnsRequest } from '../dns/request.js';
 import { encodeQuery, parseQuery, type Query } from '../dns/wire.js';
 import { RuleHolder } from '../rules/holder.js';
 import { parseRules } from '../rules/rule-set.js';
@@ -412,20 +413,23 @@ describe('OpenAPI', () => {
   if (!rules.ok) throw new Error(rules.errors.join());
   const log = new QueryLog({ size: 4 });
   const msg = encodeQuery('search.default.cluster1', 1);
-  log.record(
+  const asked = new DnsRequest(
     msg,
-    (parseQuery(msg) as Query).nameEnd,
-    1,
-    0,
+    parseQuery(msg) as Query,
     'udp',
-    false,
-    false,
-    { source: 'rule', rule: '--expose=default/search', target: 't', answer: ['A 10.0.0.1'] },
+    () => {},
     { address: '10.0.0.9', port: 5 },
     Date.now(),
-    0.2,
+    -1,
   );
-  log.record(msg, 0, 0, 1, 'tcp', false, false, { source: 'error' }, { address: '10.0.0.9', port: 6 }, Date.now(), -1);
+  const meta = { source: 'rule' as const, rule: '--expose=default/search', target: 't', answer: ['A 10.0.0.1'] };
+  log.record(Object.assign(asked, { meta, ms: 0.2 }));
+  const unreadable = { id: 0, opcode: 0, rd: false, rcode: 1 };
+  log.record(
+    Object.assign(new DnsRequest(msg, unreadable, 'tcp', () => {}, { address: '10.0.0.9', port: 6 }, Date.now(), -1), {
+      rcode: 1,
+    }),
+  );
   const dialLog = new DialLog({ size: 4 });
   const open = new Dial(Date.now(), 0, 'server-1', 'search.default.cluster1:443');
   Object.assign(open, { connectID: '7', rule: '--expose=default/search', name: 't', address: '10.0.0.1', dialMs: 1.5 });

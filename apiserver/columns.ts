@@ -1,6 +1,6 @@
 // Each resource's columns for `kubectl get` (priority 0) and `-o wide` (priority 1), over the objects
 // objects.ts builds. Pure.
-import { targetText } from '../rules/rule-set.js';
+import { targetText } from '../rules/target.js';
 import type { DialObject, QueryObject, ResolutionObject, RuleObject } from './objects.js';
 import { ageColumn, type Column, nameColumn, none, orNone, shortList } from './tables.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chartRows, resultsSvg } from './chart.js';
-import type { Row } from './report.js';
+import type { Row } from './row.js';
 
 const row = (over: Partial<Row>): Row => ({
   section: 'S',

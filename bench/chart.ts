@@ -1,7 +1,7 @@
 // The results as a picture: every comparison with a reference (the Go agent, dnsmasq, the naive DNS
 // server) and every row with a target, as a ratio bar on a log scale around x1. Plain SVG, no
 // dependency: GitHub and any browser show it.
-import { fmt, type Row } from './report.js';
+import { fmt, type Row } from './row.js';
 
 const width = 1200;
 const labelWidth = 640;

@@ -16,7 +16,8 @@ import {
   type LabAgent,
 } from '../test/support/net-faults-lab.js';
 import type { Fetch } from '../test/support/netns-client.js';
-import { fmt, MiB, percentile, type Report } from './report.js';
+import { MiB, percentile, type Report } from './report.js';
+import { fmt } from './row.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (xs: number[]) => percentile(xs, 50);

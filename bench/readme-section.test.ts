@@ -10,7 +10,7 @@ import {
   withBenchSection,
   withPerformanceSection,
 } from './readme-section.js';
-import type { Row } from './report.js';
+import type { Row } from './row.js';
 
 const results = (rows: Row[]): Results => ({
   started: '2026-12-01T00:00:00Z',

@@ -4,7 +4,8 @@
 // the figures are never edited by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { fmt, targetsTable, type Row } from './report.js';
+import { targetsTable } from './report.js';
+import { fmt, type Row } from './row.js';
 
 export const readmePath = fileURLToPath(new URL('README.md', import.meta.url));
 /** The repository's README.md, whose Performance list is generated here too. */

@@ -4,7 +4,7 @@ import { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { PacketType, ProxyService, packetTypeName, type OutPacket, type Packet } from '../proto/packets.js';
 import { joinHostPort } from '../net/address.js';
-import { DialError, type DialContext, type DialOptions } from './dial.js';
+import { DialError, type DialContext, type DialOptions } from './dial-options.js';
 import { newRandom } from '../proto/random.js';
 import { ProxyTlsCredentials } from './proxy-tls.js';
 

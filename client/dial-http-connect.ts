@@ -4,7 +4,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { joinHostPort, tlsServerName } from '../net/address.js';
-import { DialError, type DialContext, type DialOptions } from './dial.js';
+import { DialError, type DialContext, type DialOptions } from './dial-options.js';
 
 /** Bounds on what we read of a refusal. */
 const maxHeaderBytes = 16 * 1024;

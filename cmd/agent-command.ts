@@ -103,7 +103,7 @@ async function start(argv: string[], started: Started): Promise<number> {
   const options = deriveOptions(flags, demo, ctx);
   const listen = portsOrDemoFallback(flags, demo, ctx);
   const rulesAndDns = await startRulesAndDns(options, listen, ctx);
-  const policy = startPolicy(options, rulesAndDns, ctx);
+  const policy = await startPolicy(options, rulesAndDns, ctx);
   const hub = await hubToConnect(flags, options, ctx);
   const agent = createAgent(options, hub, rulesAndDns, policy, ctx);
   const kube = await connectToKubernetes(options, ctx);
@@ -218,16 +218,16 @@ async function startRulesAndDns(
   return rulesAndDns;
 }
 
-function startPolicy(
+async function startPolicy(
   options: Options,
   rulesAndDns: RulesAndDns | undefined,
   { log, registry, started }: Context,
-): DialPolicy {
-  const policy = startDialPolicy({
+): Promise<DialPolicy> {
+  const policy = await startDialPolicy({
     options,
     identifierHosts: identifierHosts(options.agentIdentifiers),
     nodeIps: options.nodeIps,
-    rules: rulesAndDns && { holder: rulesAndDns.holder, resolveForDial: rulesAndDns.resolveForDial },
+    resolver: rulesAndDns?.dns.resolver,
     registry,
     log,
   });

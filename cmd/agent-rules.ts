@@ -2,8 +2,6 @@
 // cmd/agent-command.ts imports this only then, so an agent without rules does not load dns2, yaml and
 // the resolver (bench/README.md).
 import type { Registry } from 'prom-client';
-import type { ResolveForDial } from '../dial-policy/allowlist.js';
-import { resolveForDial } from '../dial-policy/resolve.js';
 import { resolveHandler, rulesHandler } from '../dns/explain.js';
 import type { DnsFlagValues } from '../dns/options.js';
 import { queriesHandler } from '../dns/queries-handler.js';
@@ -17,8 +15,6 @@ import type { RuleFlagValues } from '../rules/options.js';
 export interface RulesAndDns {
   holder: RuleHolder;
   dns: DnsStack;
-  /** How a dial's host resolves: through the rules, the DNS server's cache and upstream. */
-  resolveForDial: ResolveForDial;
   resolveHandler: RouteHandler;
   rulesHandler: RouteHandler;
   queriesHandler: RouteHandler;
@@ -44,7 +40,6 @@ export async function startRulesAndDns(
   return {
     holder,
     dns,
-    resolveForDial: (host) => resolveForDial(dns.resolver, host),
     resolveHandler: resolveHandler(dns.resolver),
     rulesHandler: rulesHandler(holder),
     queriesHandler: queriesHandler(dns.resolver.queryLog),

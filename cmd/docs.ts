@@ -5,23 +5,18 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type MetricObject, Registry } from 'prom-client';
-import { DialTraffic } from '../agent/dial-traffic.js';
-import { AgentMetrics } from '../agent/metrics.js';
-import { DenialAudit } from '../agent/denial-audit.js';
-import { systemClock } from '../clock/clock.js';
-import { createLogger } from '../observability/log.js';
+import { agentMetricDeclarations } from '../agent/metrics.js';
 import { agentFlags } from '../agent/options.js';
-import { ApiMetrics } from '../apiserver/metrics.js';
+import { apiMetricDeclarations } from '../apiserver/metrics.js';
 import { apiServerFlags } from '../apiserver/options.js';
-import { DialAllowlist } from '../dial-policy/allowlist.js';
+import { dialPolicyMetricDeclarations } from '../dial-policy/allowlist.js';
 import { dialPolicyFlags } from '../dial-policy/options.js';
-import { DnsMetrics } from '../dns/metrics.js';
+import { dnsMetricDeclarations } from '../dns/metrics.js';
 import { dnsFlags } from '../dns/options.js';
 import { type Flag, type FlagSet, shownDefault } from '../flags/flags.js';
-import { leaseMetrics } from '../kube/lease-counter.js';
-import { KubeMetrics } from '../kube/metrics.js';
+import { kubeMetricDeclarations } from '../kube/metrics.js';
 import { kubeFlags } from '../kube/options.js';
+import type { MetricDeclarations } from '../observability/metric.js';
 import { ruleFlags } from '../rules/options.js';
 import { dialFlags } from './dial-command.js';
 import { dialsFlags } from './dials-command.js';
@@ -35,41 +30,33 @@ interface Component {
   readme: string;
   /** Its flag groups; a title when it holds more than one. */
   flags?: Array<{ title?: string; flags: FlagSet }>;
-  /** Registers the component's metrics (as the agent does) in `registry`. */
-  metrics?: (registry: Registry) => void;
+  /** The component's metric declarations. */
+  metrics?: MetricDeclarations;
 }
 
 export const components: Component[] = [
   {
     readme: 'agent/README.md',
     flags: [{ flags: agentFlags }],
-    metrics: (r) => {
-      new AgentMetrics(r);
-      new DialTraffic(r);
-      new DenialAudit(createLogger('silent'), systemClock, r);
-    },
+    metrics: agentMetricDeclarations,
   },
   { readme: 'rules/README.md', flags: [{ flags: ruleFlags }] },
   {
     readme: 'dns/README.md',
     flags: [{ flags: dnsFlags }],
-    metrics: (r) => void new DnsMetrics(r, () => ({ answers: 0, upstream: 0 })),
+    metrics: dnsMetricDeclarations,
   },
   {
     readme: 'dial-policy/README.md',
     flags: [{ flags: dialPolicyFlags }],
-    metrics: (registry) =>
-      void new DialAllowlist({ resolveForDial: async () => ({ addresses: [] }), cidrs: [], registry }),
+    metrics: dialPolicyMetricDeclarations,
   },
   {
     readme: 'kube/README.md',
     flags: [{ flags: kubeFlags }],
-    metrics: (r) => {
-      new KubeMetrics(r);
-      leaseMetrics(r);
-    },
+    metrics: kubeMetricDeclarations,
   },
-  { readme: 'apiserver/README.md', flags: [{ flags: apiServerFlags }], metrics: (r) => void new ApiMetrics(r) },
+  { readme: 'apiserver/README.md', flags: [{ flags: apiServerFlags }], metrics: apiMetricDeclarations },
   { readme: 'client/README.md', flags: [{ title: '`spoke-agent dial`', flags: dialFlags }] },
   {
     readme: 'cmd/README.md',
@@ -107,13 +94,8 @@ function flagsMarkdown(groups: NonNullable<Component['flags']>): string[] {
   return out;
 }
 
-/** prom-client keeps a metric's label names on the object; its typings do not say so. */
-type Described = MetricObject & { labelNames?: readonly string[] };
-
-function metricsMarkdown(register: NonNullable<Component['metrics']>): string[] {
-  const registry = new Registry();
-  register(registry);
-  const rows = (registry.getMetricsAsArray() as Described[])
+function metricsMarkdown(declarations: MetricDeclarations): string[] {
+  const rows = Object.values(declarations)
     .sort((a, b) => a.name.localeCompare(b.name))
     .map((m) => {
       const labels = (m.labelNames ?? []).map((l) => `\`${l}\``).join(', ');

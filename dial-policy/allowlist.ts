@@ -3,22 +3,30 @@
 // on the resolved address, before any connection attempt (agent/dialer.ts calls `authorize` for every
 // candidate first); another node's name is denied by name. The only I/O is the resolver passed in.
 import { isIP } from 'node:net';
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
+import { counter, type MetricDeclarations } from '../observability/metric.js';
 import { type Cidr, cidrContains } from '../net/cidr.js';
 import { canonicalIp } from '../net/ip.js';
 import { normalizeName } from '../rules/naming.js';
 import type { RuleSet } from '../rules/rule-set.js';
 import type { DialAuthorizer, HostResolver } from './contract.js';
 import type { NodeLocalPorts } from './node-local.js';
-import type { DialResolution } from './resolve.js';
 
-/** How a dial's host resolves: resolve.ts resolveForDial over the embedded resolver, or a stand-in in tests. */
-export type ResolveForDial = (host: string) => Promise<Pick<DialResolution, 'addresses' | 'match' | 'denied'>>;
+/** The dial policy's one metric, declared here, where it is counted. */
+export const dialPolicyMetricDeclarations = {
+  denied: {
+    type: 'counter',
+    name: 'spoke_agent_dials_denied_total',
+    help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
+    labelNames: ['reason'],
+  },
+} as const satisfies MetricDeclarations;
 
 export type DenyReason = 'no_rule' | 'not_a_rule_address' | 'node_port' | 'other_node';
 
 export interface DialAllowlistOptions {
-  resolveForDial: ResolveForDial;
+  /** How a dial's host resolves through the rules: resolve.ts over the DNS server's resolver, or a stand-in in tests. */
+  resolveForDial: HostResolver;
   cidrs: readonly Cidr[];
   /**
    * The `host=` names of --agent-identifiers: the hub was told this agent serves them (cluster-proxy's
@@ -29,8 +37,6 @@ export interface DialAllowlistOptions {
   /** A per-node agent's node (node-local.ts): its addresses are dialled on its ports only. */
   node?: NodeLocalPorts;
   registry: Registry;
-  /** Called once per denial, for the log. */
-  onDenied?: (host: string, address: string, reason: string) => void;
 }
 
 /**
@@ -49,35 +55,23 @@ export class DialAllowlist {
   constructor(private readonly opts: DialAllowlistOptions) {
     this.cidrs = opts.cidrs;
     this.identifierHosts = new Set((opts.identifierHosts ?? []).map(normalizeName));
-    this.denied = new Counter({
-      name: 'spoke_agent_dials_denied_total',
-      help: "Dials denied before any connection attempt, by reason: no rule resolves to the address and --allowed-cidrs does not cover it (no_rule, not_a_rule_address), a port of this node's addresses that --kubelet-port and --node-local-ports do not list (node_port), another node's <node>.node.<cluster> name (other_node).",
-      labelNames: ['reason'],
-      registers: [opts.registry],
-    });
+    this.denied = counter(dialPolicyMetricDeclarations.denied, opts.registry);
   }
 
   /** Resolves through the rules and remembers the answer, so `authorize` can check the address against it. */
   readonly resolve: HostResolver = async (host) => {
     const name = normalizeName(host);
     const answer = await this.opts.resolveForDial(name);
-    if (answer.denied !== undefined) return { denied: this.deny('other_node', host, '', answer.denied) };
-    const addresses = answer.addresses.map((a) => a.address);
-    const { match } = answer;
-    if (!match) return { addresses };
-    this.remember(name, addresses);
-    return {
-      addresses,
-      rule: match.rule.source,
-      ...(match.target.kind === 'fqdn' ? { name: match.target.fqdn } : {}),
-    };
+    if ('denied' in answer) return { denied: this.deny('other_node', answer.denied) };
+    if (answer.route) this.remember(name, answer.addresses);
+    return answer;
   };
 
   readonly authorize: DialAuthorizer = (host, address, port) => {
     const { node } = this.opts;
     if (node?.owns(address)) {
       const denial = node.portDenial(address, port);
-      return denial && this.deny('node_port', host, address, denial);
+      return denial && this.deny('node_port', denial);
     }
     if (this.cidrs.some((c) => cidrContains(c, address))) return undefined;
     const name = normalizeName(host);
@@ -97,12 +91,11 @@ export class DialAllowlist {
         ? `not allowed: ${address} is not what the rule for "${name}" resolves to, nor inside --allowed-cidrs`
         : `not allowed: no rule serves "${name}" and ${address} is not inside --allowed-cidrs`;
     }
-    return reason && this.deny(reason, host, address, message);
+    return reason && this.deny(reason, message);
   };
 
-  private deny(reason: DenyReason, host: string, address: string, message: string): string {
+  private deny(reason: DenyReason, message: string): string {
     this.denied.inc({ reason });
-    this.opts.onDenied?.(host, address, message);
     return message;
   }
 
@@ -123,7 +116,7 @@ export class DialAllowlist {
         const name = names[next++]!;
         try {
           const answer = await this.opts.resolveForDial(name);
-          if (answer.match) byName.set(name, new Set(answer.addresses.map((a) => canonicalIp(a.address))));
+          if ('route' in answer) byName.set(name, new Set(answer.addresses.map(canonicalIp)));
         } catch {
           // Unresolvable now (e.g. a Service without a ClusterIP yet): learned on its first dial.
         }

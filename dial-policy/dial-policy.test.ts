@@ -5,7 +5,8 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type Cidr, parseCidr } from '../net/cidr.js';
-import { DialAllowlist, type ResolveForDial } from './allowlist.js';
+import { DialAllowlist } from './allowlist.js';
+import type { HostResolver } from './contract.js';
 import { startDialPolicy } from './dial-policy.js';
 import { dialTcp } from '../agent/dialer.js';
 import { resolveForDial as resolveThroughRules } from './resolve.js';
@@ -41,25 +42,22 @@ describe('DialAllowlist', () => {
   if (!parsed.ok) throw new Error(parsed.errors.join());
   const rules = parsed.value;
   // Stands in for resolve.ts: rule names resolve to loopback; other names "resolve" through the system.
-  const resolveForDial: ResolveForDial = async (host) => {
+  const resolveForDial: HostResolver = async (host) => {
     const match = rules.match(host);
-    if (host === 'web.default.cluster1' || host === rules.hosts()[2])
-      return { addresses: [{ address: '127.0.0.1', family: 4 }], match };
-    if (match?.target.kind === 'ip')
-      return { addresses: match.target.v4.map((address) => ({ address, family: 4 })), match };
-    if (host === 'elsewhere.example') return { addresses: [{ address: '127.0.0.3', family: 4 }] };
+    const route = { rule: match?.rule.source, name: match?.target.kind === 'fqdn' ? match.target.fqdn : undefined };
+    if (host === 'web.default.cluster1' || host === rules.hosts()[2]) return { addresses: ['127.0.0.1'], route };
+    if (match?.target.kind === 'ip') return { addresses: match.target.v4, route };
+    if (host === 'elsewhere.example') return { addresses: ['127.0.0.3'] };
     throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
   };
   const make = (cidrs: string[] = []) => {
     const registry = new Registry();
-    const denied: string[] = [];
     const allowlist = new DialAllowlist({
       resolveForDial,
       cidrs: cidrs.map(cidr),
       registry,
-      onDenied: (_h, _a, why) => denied.push(why),
     });
-    return { allowlist, registry, denied };
+    return { allowlist, registry };
   };
   let target: Target | undefined;
   afterEach(async () => target?.close());
@@ -71,14 +69,13 @@ describe('DialAllowlist', () => {
     expect(allowlist.authorize('127.0.0.2', '127.0.0.2', 443)).toBeUndefined();
     expect(await allowlist.resolve('Web.Default.Cluster1.')).toEqual({
       addresses: ['127.0.0.1'],
-      rule: '--expose=default/web',
-      name: 'web.default.svc.cluster.local',
+      route: { rule: '--expose=default/web', name: 'web.default.svc.cluster.local' },
     });
     expect(allowlist.authorize('Web.Default.Cluster1.', '127.0.0.1', 443)).toBeUndefined();
   });
 
   it('refuses the metadata service, a private address, and names no rule serves, counting each', async () => {
-    const { allowlist, registry, denied } = make();
+    const { allowlist, registry } = make();
     await allowlist.refresh(rules);
     expect(allowlist.authorize('169.254.169.254', '169.254.169.254', 443)).toMatch(
       /^not allowed: 169.254.169.254 is not an address any rule resolves to/,
@@ -93,7 +90,6 @@ describe('DialAllowlist', () => {
     expect(allowlist.authorize('db.cluster1', '127.0.0.1', 443)).toMatch(
       /is not what the rule for "db.cluster1" resolves to/,
     );
-    expect(denied).toHaveLength(4);
     const metric = await registry.getSingleMetricAsString('spoke_agent_dials_denied_total');
     expect(metric).toContain('spoke_agent_dials_denied_total{reason="not_a_rule_address"} 2');
     expect(metric).toContain('spoke_agent_dials_denied_total{reason="no_rule"} 2');
@@ -188,30 +184,26 @@ describe('startDialPolicy', () => {
   it('dials anything without rules (saying so once), and only rule targets plus CIDRs with them', async () => {
     const warnings: string[] = [];
     const spy = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line).msg) });
-    const open = startDialPolicy({
+    const open = await startDialPolicy({
       options: { allowedCidrs: [], kubeletPort: 10250, nodeLocalPorts: [] },
       registry: new Registry(),
       log: spy,
     });
     expect(open.authorize).toBeUndefined();
     expect(warnings).toEqual([expect.stringMatching(/dials any address the hub names/)]);
-    const holder = new RuleHolder(rulesOf('static: [{name: db.cluster1, target: 127.0.0.2}]'));
-    const closed = startDialPolicy({
+    const registry = new Registry();
+    const resolver = rulesResolver(rulesOf('static: [{name: db.cluster1, target: 127.0.0.2}]'), registry);
+    const closed = await startDialPolicy({
       options: { allowedCidrs: ['10.0.0.0/8'], kubeletPort: 10250, nodeLocalPorts: [] },
-      rules: {
-        holder,
-        resolveForDial: async (h) => ({
-          addresses: [{ address: '127.0.0.2', family: 4 }],
-          match: holder.current.match(h),
-        }),
-      },
-      registry: new Registry(),
+      resolver,
+      registry,
       log: spy,
     });
     await vi.waitFor(() => expect(closed.authorize!('127.0.0.2', '127.0.0.2', 443)).toBeUndefined());
     expect(closed.authorize!('169.254.169.254', '169.254.169.254', 443)).toMatch(/not allowed/);
     expect(closed.authorize!('10.0.0.5', '10.0.0.5', 443)).toBeUndefined();
     closed.stop();
+    resolver.close();
   });
 
   it('keeps the newest rules when an older refresh finishes last', async () => {
@@ -223,29 +215,21 @@ describe('startDialPolicy', () => {
     const slow = new Promise<void>((resolve) => {
       releaseSlow = resolve;
     });
-    const holder = new RuleHolder(before);
-    const resolveForDial: ResolveForDial = async (host) => {
-      const match = holder.current.match(host) ?? before.match(host);
+    const resolveForDial: HostResolver = async (host) => {
       if (host === 'old.cluster1') {
         await slow;
-        return { addresses: [{ address: '127.0.0.6', family: 4 }], match };
+        return { addresses: ['127.0.0.6'], route: { rule: 'f: static[0] (old.cluster1)' } };
       }
-      return { addresses: [{ address: '127.0.0.7', family: 4 }], match };
+      return { addresses: ['127.0.0.7'], route: { rule: 'f: static[0] (new.cluster1)' } };
     };
-    const policy = startDialPolicy({
-      options: { allowedCidrs: [], kubeletPort: 10250, nodeLocalPorts: [] },
-      rules: { holder, resolveForDial },
-      registry: new Registry(),
-      log: createLogger('silent'),
-    });
-    holder.replace(after);
-    await vi.waitFor(() => expect(policy.authorize!('127.0.0.7', '127.0.0.7', 443)).toBeUndefined());
+    const allowlist = new DialAllowlist({ resolveForDial, cidrs: [], registry: new Registry() });
+    const first = allowlist.refresh(before);
+    await allowlist.refresh(after);
+    expect(allowlist.authorize('127.0.0.7', '127.0.0.7', 443)).toBeUndefined();
     releaseSlow();
-    // The slow refresh finishes in microtasks, all run before the next turn of the event loop.
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(policy.authorize!('127.0.0.7', '127.0.0.7', 443)).toBeUndefined();
-    expect(policy.authorize!('127.0.0.6', '127.0.0.6', 443)).toMatch(/not an address any rule resolves to/);
-    policy.stop();
+    await first;
+    expect(allowlist.authorize('127.0.0.7', '127.0.0.7', 443)).toBeUndefined();
+    expect(allowlist.authorize('127.0.0.6', '127.0.0.6', 443)).toMatch(/not an address any rule resolves to/);
   });
 });
 
@@ -273,10 +257,10 @@ describe('a per-node agent (node-local.ts)', () => {
     const registry = new Registry();
     const resolver = rulesResolver(parsed.value, registry);
     // --allowed-cidrs covering every node does not open other ports of this one.
-    const policy = startDialPolicy({
+    const policy = await startDialPolicy({
       options: { allowedCidrs: ['127.0.0.0/8'], kubeletPort: kubelet.port, nodeLocalPorts: [String(exporter.port)] },
       nodeIps: ['127.0.0.5'],
-      rules: { holder: new RuleHolder(parsed.value), resolveForDial: (h) => resolveThroughRules(resolver, h) },
+      resolver,
       registry,
       log: createLogger('silent'),
     });
@@ -303,29 +287,26 @@ describe('a per-node agent (node-local.ts)', () => {
       const metric = await registry.getSingleMetricAsString('spoke_agent_dials_denied_total');
       expect(metric).toContain('spoke_agent_dials_denied_total{reason="node_port"} 2');
       expect(metric).toContain('spoke_agent_dials_denied_total{reason="other_node"} 1');
+
+      // Without a CIDR that covers it, another node's address is refused, naming this node's.
+      const strict = await startDialPolicy({
+        options: { allowedCidrs: [], kubeletPort: otherKubelet.port, nodeLocalPorts: [] },
+        nodeIps: ['127.0.0.5'],
+        resolver,
+        registry: new Registry(),
+        log: createLogger('silent'),
+      });
+      await expect(
+        dialTcp(`127.0.0.6:${otherKubelet.port}`, { timeoutMs: 2000, authorize: strict.authorize }),
+      ).rejects.toMatchObject({
+        reason: 'denied',
+        message: `dial tcp 127.0.0.6:${otherKubelet.port}: not allowed: 127.0.0.6 is not this node's address (--node-ips=127.0.0.5), not an address any rule resolves to, nor inside --allowed-cidrs`,
+      });
+      expect(otherKubelet.accepted()).toBe(0);
+      strict.stop();
     } finally {
       policy.stop();
       resolver.close();
     }
-
-    // Without a CIDR that covers it, another node's address is refused, naming this node's.
-    const strict = startDialPolicy({
-      options: { allowedCidrs: [], kubeletPort: otherKubelet.port, nodeLocalPorts: [] },
-      nodeIps: ['127.0.0.5'],
-      rules: {
-        holder: new RuleHolder(parsed.value),
-        resolveForDial: async () => ({ addresses: [] }),
-      },
-      registry: new Registry(),
-      log: createLogger('silent'),
-    });
-    await expect(
-      dialTcp(`127.0.0.6:${otherKubelet.port}`, { timeoutMs: 2000, authorize: strict.authorize }),
-    ).rejects.toMatchObject({
-      reason: 'denied',
-      message: `dial tcp 127.0.0.6:${otherKubelet.port}: not allowed: 127.0.0.6 is not this node's address (--node-ips=127.0.0.5), not an address any rule resolves to, nor inside --allowed-cidrs`,
-    });
-    expect(otherKubelet.accepted()).toBe(0);
-    strict.stop();
   });
 });

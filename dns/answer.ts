@@ -2,7 +2,7 @@
 // bytes). A rewritten name answers like an ExternalName Service: a CNAME to the target, then the
 // target's records as the upstream gave them; static IPs answer directly; unmatched names in the
 // cluster's zone do not exist. All authoritative, TTLs capped at --dns-ttl.
-import type { Target } from '../rules/rule-set.js';
+import type { Target } from '../rules/target.js';
 import { decodeMessage } from './dns2.js';
 import { encodeResponse, type Query, RCODE, type Rec, TYPE, typeName } from './wire.js';
 

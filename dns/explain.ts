@@ -4,7 +4,7 @@ import { json, type RouteHandler } from '../observability/health-server.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { hostNameProblem, normalizeName } from '../rules/naming.js';
 import { otherNodeReason } from '../rules/node.js';
-import { targetText } from '../rules/rule-set.js';
+import { targetText } from '../rules/target.js';
 import { decodeMessage, type DnsRecord, type Header } from './dns2.js';
 import type { Resolver } from './resolver.js';
 import { encodeQuery, rcodeName, typeCode, typeName } from './wire.js';
@@ -62,14 +62,13 @@ export async function explain(resolver: Resolver, name: string, type = 'A'): Pro
   const normalized = normalizeName(name);
   const problem = hostNameProblem(normalized, 'name');
   if (problem) throw new Error(problem);
-  const ruleSet = resolver.holder.current;
-  const match = ruleSet.match(normalized);
-  const node = ruleSet.otherNode(normalized);
-  const action = match
-    ? 'rule'
-    : node !== undefined
-      ? 'other-node'
-      : ruleSet.inZone(normalized)
+  const named = resolver.holder.current.classify(normalized);
+  const match = named.kind === 'rule' ? named.match : undefined;
+  const node = named.kind === 'other-node' ? named.node : undefined;
+  const action =
+    named.kind === 'rule' || named.kind === 'other-node'
+      ? named.kind
+      : named.kind === 'zone'
         ? 'nxdomain'
         : resolver.forwarding
           ? 'forward'

@@ -1,13 +1,15 @@
 // The query log's ring and the peers it decodes, without sockets: what is recorded comes back decoded,
 // the ring forgets the oldest, and watchers get batches only while they watch.
 import { describe, expect, it } from 'vitest';
-import { peerAddress } from './peer.js';
+import type { Proto } from './metrics.js';
+import { type Peer, peerAddress } from './peer.js';
 import type { SkipReason } from '../live-log/live-log.js';
 import { parseSelector, type Selector } from '../live-log/selector.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { QueryLog, type QueryEntry } from './query-log.js';
 import { queryFields } from './query-selector.js';
-import { encodeQuery, parseQuery, type Query, RCODE, TYPE } from './wire.js';
+import { DnsRequest } from './request.js';
+import { type BadQuery, encodeQuery, parseQuery, type Query, RCODE, TYPE } from './wire.js';
 
 const sockaddrIn = (ip: number[], port: number) =>
   Buffer.from([2, 0, port >> 8, port & 0xff, ...ip, 0, 0, 0, 0, 0, 0, 0, 0]);
@@ -17,6 +19,21 @@ const sockaddrIn6 = (ip: number[], port: number) =>
 function query(name: string, qtype: number = TYPE.A) {
   const msg = encodeQuery(name, qtype);
   return { msg, q: parseQuery(msg) as Query };
+}
+
+/** A question that could not be read, answered with `rcode`. */
+const badQuery = (rcode: number): BadQuery => ({ id: 0, opcode: 0, rd: false, rcode });
+
+/** A request as the resolver leaves it once answered. */
+function answered(
+  msg: Buffer,
+  q: Query | BadQuery,
+  proto: Proto,
+  peer: Peer,
+  at: number,
+  answer: Partial<Pick<DnsRequest, 'rcode' | 'truncated' | 'cached' | 'meta' | 'ms'>>,
+): DnsRequest<Query | BadQuery> {
+  return Object.assign(new DnsRequest(msg, q, proto, () => {}, peer, at, -1), answer);
 }
 
 describe('peerAddress', () => {
@@ -50,43 +67,25 @@ describe('QueryLog', () => {
       answer: ['CNAME search.default.svc.cluster.test'],
     };
     log.record(
-      msg,
-      q.nameEnd,
-      q.qtype,
-      RCODE.NOERROR,
-      'udp',
-      false,
-      false,
-      meta,
-      sockaddrIn([10, 0, 3, 7], 53211),
-      1_700_000_000_123,
-      0.04123,
+      answered(msg, q, 'udp', sockaddrIn([10, 0, 3, 7], 53211), 1_700_000_000_123, {
+        rcode: RCODE.NOERROR,
+        meta,
+        ms: 0.04123,
+      }),
     );
     log.record(
-      msg,
-      0,
-      0,
-      RCODE.FORMERR,
-      'tcp',
-      true,
-      false,
-      { source: 'error' },
-      { address: '::ffff:10.0.3.8', port: 1000 },
-      1_700_000_000_124,
-      -1,
+      answered(msg, badQuery(RCODE.FORMERR), 'tcp', { address: '::ffff:10.0.3.8', port: 1000 }, 1_700_000_000_124, {
+        rcode: RCODE.FORMERR,
+        truncated: true,
+        meta: { source: 'error' },
+      }),
     );
     log.record(
-      msg,
-      q.nameEnd,
-      q.qtype,
-      RCODE.NOERROR,
-      'udp',
-      false,
-      true,
-      meta,
-      sockaddrIn([10, 0, 3, 7], 53212),
-      1_700_000_000_125,
-      -1,
+      answered(msg, q, 'udp', sockaddrIn([10, 0, 3, 7], 53212), 1_700_000_000_125, {
+        rcode: RCODE.NOERROR,
+        cached: true,
+        meta,
+      }),
     );
     expect(log.entries()).toEqual([
       {
@@ -146,17 +145,11 @@ describe('QueryLog', () => {
     for (const name of ['one.cluster1', 'two.cluster1', long, 'four.cluster1', 'five.cluster1']) {
       const { msg, q } = query(name);
       log.record(
-        msg,
-        q.nameEnd,
-        q.qtype,
-        RCODE.NXDOMAIN,
-        'udp',
-        false,
-        false,
-        { source: 'zone' },
-        { address: '127.0.0.1', port: 1 },
-        0,
-        0,
+        answered(msg, q, 'udp', { address: '127.0.0.1', port: 1 }, 0, {
+          rcode: RCODE.NXDOMAIN,
+          meta: { source: 'zone' },
+          ms: 0,
+        }),
       );
     }
     expect([log.oldest, log.last]).toEqual([3, 5]);
@@ -181,17 +174,7 @@ describe('QueryLog', () => {
     const { msg, q } = query('x.cluster1');
     const record = () =>
       log.record(
-        msg,
-        q.nameEnd,
-        q.qtype,
-        0,
-        'udp',
-        false,
-        true,
-        { source: 'rule' },
-        { address: '127.0.0.1', port: 1 },
-        0,
-        -1,
+        answered(msg, q, 'udp', { address: '127.0.0.1', port: 1 }, 0, { cached: true, meta: { source: 'rule' } }),
       );
     record();
     expect(clock.waiting).toBe(0);
@@ -221,19 +204,7 @@ describe('QueryLog', () => {
     const log = new QueryLog({ size: 10 });
     const { msg, q } = query('x.cluster1');
     for (let i = 0; i < 3; i++)
-      log.record(
-        msg,
-        q.nameEnd,
-        q.qtype,
-        0,
-        'udp',
-        false,
-        false,
-        { source: 'rule' },
-        { address: '127.0.0.1', port: 1 },
-        0,
-        -1,
-      );
+      log.record(answered(msg, q, 'udp', { address: '127.0.0.1', port: 1 }, 0, { meta: { source: 'rule' } }));
     expect(log.version(2)).toBe(`${log.instance}-2`);
     expect([
       log.watchAfter(log.version(2)),

@@ -5,10 +5,10 @@
 // copied into a fixed slot, and the answer's metadata and the client are kept by reference (objects
 // the query already has). Entries are decoded only when someone reads them.
 import { LiveLog, type LiveLogOptions } from '../live-log/live-log.js';
-import type { AnswerMeta } from './resolver.js';
 import type { Proto, Source } from './metrics.js';
 import { peerAddress, type Peer } from './peer.js';
-import { nameAt, rcodeName, typeName } from './wire.js';
+import type { AnswerMeta, DnsRequest } from './request.js';
+import { type BadQuery, nameAt, type Query, rcodeName, typeName } from './wire.js';
 
 /** One answered query, decoded. */
 export interface QueryEntry {
@@ -69,36 +69,25 @@ export class QueryLog extends LiveLog<QueryEntry> {
     this.peers = new Array<Peer | undefined>(n).fill(undefined);
   }
 
-  /**
-   * On the query path: one answered query. `nameEnd` is where the question's name ends in `msg`
-   * (0 when the question could not be read); `at` when it arrived (ms since the epoch); `ms` the
-   * time it took, negative when not timed.
-   */
-  record(
-    msg: Buffer,
-    nameEnd: number,
-    qtype: number,
-    rcode: number,
-    proto: Proto,
-    truncated: boolean,
-    cached: boolean,
-    meta: AnswerMeta,
-    peer: Peer,
-    at: number,
-    ms: number,
-  ): void {
+  /** On the query path: one answered query, as the resolver left it. */
+  record(req: DnsRequest<Query | BadQuery>): void {
     const i = this.slot;
-    this.times[i] = at;
-    this.millis[i] = ms;
-    this.qtypes[i] = qtype;
-    this.rcodes[i] = rcode;
-    let bits = (proto === 'tcp' ? TCP : 0) | (truncated ? TRUNCATED : 0) | (cached ? CACHED : 0);
-    const base = i * NAME_SLOT;
-    if (nameEnd > 12) for (let k = 12; k < nameEnd; k++) this.names[base + k - 12] = msg[k]!;
-    else bits |= NO_QUESTION;
+    this.times[i] = req.at;
+    this.millis[i] = req.ms;
+    this.rcodes[i] = req.rcode;
+    let bits = (req.proto === 'tcp' ? TCP : 0) | (req.truncated ? TRUNCATED : 0) | (req.cached ? CACHED : 0);
+    if ('key' in req.q) {
+      const { msg } = req;
+      const base = i * NAME_SLOT;
+      for (let k = 12; k < req.q.nameEnd; k++) this.names[base + k - 12] = msg[k]!;
+      this.qtypes[i] = req.q.qtype;
+    } else {
+      bits |= NO_QUESTION;
+      this.qtypes[i] = 0;
+    }
     this.bits[i] = bits;
-    this.metas[i] = meta;
-    this.peers[i] = peer;
+    this.metas[i] = req.meta;
+    this.peers[i] = req.peer;
     this.advance();
   }
 

@@ -11,12 +11,14 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../observability/log.js';
 import type { RuleHolder } from '../rules/holder.js';
 import { otherNodeReason } from '../rules/node.js';
-import { type Match, type RuleSet, targetText } from '../rules/rule-set.js';
+import type { NameClass, RuleSet } from '../rules/rule-set.js';
+import { targetText } from '../rules/target.js';
 import { type AnswerContext, type Built, chasedRecords, cnameAnswer, nxdomainAnswer, staticAnswer } from './answer.js';
 import { type CacheEntry, ResponseCache } from './cache.js';
-import type { DnsMetrics, Proto, Source } from './metrics.js';
+import type { DnsMetrics, Proto } from './metrics.js';
 import type { Peer } from './peer.js';
 import type { QueryLog } from './query-log.js';
+import { type AnswerMeta, DnsRequest } from './request.js';
 import { type UpstreamClient, UpstreamError } from './upstream.js';
 import {
   CLASS_ANY,
@@ -56,14 +58,6 @@ export interface ResolverOptions {
   queryLog?: QueryLog;
 }
 
-/** What the logs and /debug/resolve say about an answer. */
-export interface AnswerMeta {
-  source: Source;
-  rule?: string;
-  target?: string;
-  answer?: string[];
-}
-
 interface Resolved {
   bytes: Buffer;
   info: Pick<ResponseInfo, 'ttlOffsets' | 'ttls'>;
@@ -71,7 +65,6 @@ interface Resolved {
 }
 
 const noTtls = { ttlOffsets: [], ttls: [] };
-const unreadable: AnswerMeta = { source: 'error' };
 
 export class Resolver {
   readonly answers: ResponseCache<AnswerMeta>;
@@ -122,7 +115,7 @@ export class Resolver {
    */
   handle(msg: Buffer, proto: Proto, reply: (response: Buffer) => void, peer?: Peer): boolean {
     const logged = peer !== undefined && this.opts.queryLog !== undefined;
-    let started = this.opts.log.isLevelEnabled('debug') ? performance.now() : -1;
+    const started = this.opts.log.isLevelEnabled('debug') ? performance.now() : -1;
     const q = parseQuery(msg);
     if (q === undefined) {
       this.opts.metrics.dropped.inc();
@@ -130,93 +123,57 @@ export class Resolver {
     }
     if (!('key' in q)) {
       this.opts.metrics.response(q.rcode, 'error');
-      if (logged) this.opts.queryLog!.record(msg, 0, 0, q.rcode, proto, false, false, unreadable, peer, Date.now(), -1);
+      if (logged) {
+        const bad = new DnsRequest(msg, q, proto, reply, peer, Date.now(), -1);
+        bad.rcode = q.rcode;
+        this.opts.queryLog!.record(bad);
+      }
       reply(headerOnlyResponse(q));
       return true;
     }
     this.opts.metrics.request(proto, q.qtype);
-    const now = Date.now();
+    const req = new DnsRequest(msg, q, proto, reply, peer, Date.now(), started);
     try {
       if (q.edns !== undefined && q.edns.version !== 0) {
-        this.send(
-          msg,
-          q,
-          proto,
-          encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }),
-          { source: 'error' },
-          now,
-          started,
-          reply,
-          peer,
-        );
+        this.send(req, encodeResponse(msg, q, { rcode: RCODE.BADVERS, flags: {} }), { source: 'error' });
         return true;
       }
-      const hit = this.answers.get(q.key, now);
+      const hit = this.answers.get(q.key, req.at);
       if (hit !== undefined) {
         this.opts.metrics.cacheHits.answers.inc();
-        this.send(msg, q, proto, aged(hit, now, msg, q), hit.meta, now, started, reply, peer, true);
+        req.cached = true;
+        this.send(req, aged(hit, req.at, msg, q), hit.meta);
         return true;
       }
-      if (started < 0 && logged) started = performance.now();
-      this.resolve(msg, q, proto, now).then(
-        (r) => this.send(msg, q, proto, r.bytes, r.meta, now, started, reply, peer),
-        (err: unknown) => this.fail(msg, q, proto, err, now, started, reply, peer),
+      if (req.started < 0 && logged) req.started = performance.now();
+      this.resolve(req).then(
+        (r) => this.send(req, r.bytes, r.meta),
+        (err: unknown) => this.fail(req, err),
       );
     } catch (err) {
-      this.fail(msg, q, proto, err, now, started, reply, peer);
+      this.fail(req, err);
     }
     return true;
   }
 
-  private fail(
-    msg: Buffer,
-    q: Query,
-    proto: Proto,
-    err: unknown,
-    at: number,
-    started: number,
-    reply: (response: Buffer) => void,
-    peer: Peer | undefined,
-  ): void {
+  private fail(req: DnsRequest, err: unknown): void {
     if (err instanceof UpstreamError) this.opts.metrics.upstreamError(err.reason);
-    else this.opts.log.error({ err, name: questionName(msg) }, 'DNS query failed');
-    const bytes = encodeResponse(msg, q, { rcode: RCODE.SERVFAIL, flags: { ra: this.opts.forward } });
-    this.send(
-      msg,
-      q,
-      proto,
-      bytes,
-      { source: 'error', answer: [String((err as Error)?.message ?? err)] },
-      at,
-      started,
-      reply,
-      peer,
-    );
+    else this.opts.log.error({ err, name: questionName(req.msg) }, 'DNS query failed');
+    const bytes = encodeResponse(req.msg, req.q, { rcode: RCODE.SERVFAIL, flags: { ra: this.opts.forward } });
+    this.send(req, bytes, { source: 'error', answer: [String((err as Error)?.message ?? err)] });
   }
 
-  /**
-   * `at`: when the query arrived (ms since the epoch); `started`: performance.now() then, or -1 when
-   * not timed; `cached`: from the answers cache.
-   */
-  private send(
-    msg: Buffer,
-    q: Query,
-    proto: Proto,
-    bytes: Buffer,
-    meta: AnswerMeta,
-    at: number,
-    started: number,
-    reply: (response: Buffer) => void,
-    peer: Peer | undefined,
-    cached = false,
-  ): void {
+  /** Answers `req` with `bytes` (cut to its UDP budget), counted, recorded and logged. */
+  private send(req: DnsRequest, bytes: Buffer, meta: AnswerMeta): void {
+    const { msg, q, proto } = req;
     const out = proto === 'udp' && bytes.length > udpBudget(q) ? truncatedResponse(msg, q, bytes) : bytes;
-    const rcode = out[3]! & 0xf;
-    this.opts.metrics.response(rcode, meta.source);
-    const ms = started >= 0 ? performance.now() - started : -1;
-    if (peer !== undefined)
-      this.opts.queryLog?.record(msg, q.nameEnd, q.qtype, rcode, proto, out !== bytes, cached, meta, peer, at, ms);
-    if (ms >= 0 && this.opts.log.isLevelEnabled('debug')) {
+    req.rcode = out[3]! & 0xf;
+    req.truncated = out !== bytes;
+    req.meta = meta;
+    this.opts.metrics.response(req.rcode, meta.source);
+    req.ms = req.started >= 0 ? performance.now() - req.started : -1;
+    if (req.peer !== undefined) this.opts.queryLog?.record(req);
+    if (req.ms >= 0 && this.opts.log.isLevelEnabled('debug')) {
       this.opts.log.debug(
         {
           name: questionName(msg),
@@ -226,25 +183,26 @@ export class Resolver {
           target: meta.target,
           answer: meta.answer,
           source: meta.source,
-          rcode: rcodeName(rcode),
-          tc: out !== bytes,
-          ms: +ms.toFixed(3),
+          rcode: rcodeName(req.rcode),
+          tc: req.truncated,
+          ms: +req.ms.toFixed(3),
         },
         'dns query',
       );
     }
-    reply(out);
+    req.reply(out);
   }
 
-  private async resolve(msg: Buffer, q: Query, proto: Proto, now: number): Promise<Resolved> {
+  private async resolve(req: DnsRequest): Promise<Resolved> {
+    const { msg, q, proto, at: now } = req;
     const name = questionName(msg).toLowerCase();
     const generation = this.opts.holder.generation;
     const ruleSet = this.opts.holder.current;
-    const match = ruleSet.match(name);
-    if (match !== undefined || ruleSet.inZone(name)) {
+    const named = ruleSet.classify(name);
+    if (named.kind !== 'outside') {
       this.opts.metrics.cacheMisses.answers.inc();
       const built = await this.coalesce(`a${q.key}`, async () => {
-        const r = await this.build(msg, q, name, match, ruleSet, generation);
+        const r = await this.build(req, name, named, ruleSet, generation);
         const info = inspectResponse(r.bytes)!;
         // An answer built from the rules being replaced must not outlive them.
         if (generation === this.opts.holder.generation) this.answers.put(q.key, r.bytes, info, now, r.meta);
@@ -269,27 +227,27 @@ export class Resolver {
     return { ...fetched, bytes: reuseResponse(fetched.bytes, fetched.info, 0, msg, q) };
   }
 
+  /** Our own answer for a name the rules decide (every class but `outside`). */
   private async build(
-    msg: Buffer,
-    q: Query,
+    req: DnsRequest,
     name: string,
-    match: Match | undefined,
+    named: Exclude<NameClass, { kind: 'outside' }>,
     ruleSet: RuleSet,
     serial: number,
   ): Promise<Resolved> {
+    const { msg, q } = req;
     // A static name outside the cluster's zone is a zone of its own for the SOA.
     const zone = ruleSet.inZone(name) ? ruleSet.naming.cluster : name;
     const ctx: AnswerContext = { ttl: this.opts.ttl, ra: this.opts.forward, serial, zone };
-    if (match === undefined) {
-      const node = ruleSet.otherNode(name);
-      if (node === undefined) return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    if (named.kind === 'zone') return { ...nxdomainAnswer(msg, q, ctx), info: noTtls, meta: { source: 'zone' } };
+    if (named.kind === 'other-node')
       // Not this agent's to answer: NXDOMAIN would say the node does not exist.
       return {
         bytes: encodeResponse(msg, q, { rcode: RCODE.REFUSED, flags: {} }),
         info: noTtls,
-        meta: { source: 'zone', answer: [otherNodeReason(node)] },
+        meta: { source: 'zone', answer: [otherNodeReason(named.node)] },
       };
-    }
+    const { match } = named;
     const meta = { rule: match.rule.source, target: targetText(match.target) };
     if (q.qclass !== CLASS_IN && q.qclass !== CLASS_ANY) {
       return {

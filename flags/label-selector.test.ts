@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseLabelSelector, selectorMatches } from './label-selector.js';
+import { selectorMatches } from '../test/support/fake-apiserver.js';
+import { parseLabelSelector } from './label-selector.js';
 
 const matches = (selector: string, labels: Record<string, string>) => {
   const r = parseLabelSelector(selector);

@@ -98,33 +98,6 @@ export function parseLabelSelector(text: string): LabelRequirement[] | string {
   return out;
 }
 
-/** Whether `labels` satisfy every requirement (as the API server filters a list). */
-export function selectorMatches(requirements: readonly LabelRequirement[], labels: Record<string, string>): boolean {
-  return requirements.every(({ key, operator, values }) => {
-    const has = Object.hasOwn(labels, key);
-    const value = labels[key];
-    switch (operator) {
-      case 'exists':
-        return has;
-      case '!':
-        return !has;
-      case '=':
-      case '==':
-      case 'in':
-        return has && values.includes(value!);
-      case '!=':
-      case 'notin':
-        return !has || !values.includes(value!);
-      case 'gt':
-        return has && /^-?\d+$/.test(value!) && Number(value) > Number(values[0]);
-      case 'lt':
-        return has && /^-?\d+$/.test(value!) && Number(value) < Number(values[0]);
-      default:
-        return false;
-    }
-  });
-}
-
 /** A flag's validator: what is wrong with a selector, or undefined when it parses. */
 export function labelSelectorProblem(s: string): string | undefined {
   const parsed = parseLabelSelector(s);

@@ -5,11 +5,12 @@
 // new server is dialled and a gone one dropped without a periodic check. Unlike the Go agent, which
 // blocks its start on the Lease cache (and never becomes ready without RBAC for it), the agent serves
 // by the serverCount header until the Leases can be read, and picks them up once they can.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { type Clock, systemClock } from '../clock/clock.js';
 import type { Logger } from '../observability/log.js';
+import { counter, histogram } from '../observability/metric.js';
 import type { KubeApiClient } from './api-client.js';
-import { kubeMetrics } from './metrics.js';
+import { kubeMetricDeclarations, kubeMetrics } from './metrics.js';
 import { ResilientWatch } from './watch.js';
 
 /** What the agent reads of a Lease (coordination.k8s.io/v1); the times as the API server sends them. */
@@ -47,31 +48,12 @@ export function leaseSelector(o: { leaseLabelSelector: string; leaseLabel: strin
   return (o.leaseLabelSelector !== '' ? o.leaseLabelSelector : o.leaseLabel).trim();
 }
 
-const goPrefix = 'konnectivity_network_proxy_agent_';
-
-/** The Go agent's lease metrics, with its names and labels (pkg/agent/metrics/metrics.go). */
-export function leaseMetrics(registry: Registry) {
-  const registers = [registry];
+/** The Go agent's lease metrics, with its names and labels (declared in metrics.ts). */
+function leaseMetrics(registry: Registry) {
   return {
-    lists: new Counter({
-      name: `${goPrefix}lease_lists_total`,
-      help: 'Count of server lease list calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason',
-      labelNames: ['http_response_code', 'reason'],
-      registers,
-    }),
-    watches: new Counter({
-      name: `${goPrefix}lease_watches_total`,
-      help: 'Count of server lease watch calls made by the agent to the k8s apiserver, labeled by HTTP response code and reason',
-      labelNames: ['http_response_code', 'reason'],
-      registers,
-    }),
-    listLatency: new Histogram({
-      name: `${goPrefix}lease_list_latency_seconds`,
-      help: 'Latency of server lease listing in seconds',
-      labelNames: ['http_response_code'],
-      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
-      registers,
-    }),
+    lists: counter(kubeMetricDeclarations.leaseLists, registry),
+    watches: counter(kubeMetricDeclarations.leaseWatches, registry),
+    listLatency: histogram(kubeMetricDeclarations.leaseListLatency, registry),
   };
 }
 

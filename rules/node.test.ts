@@ -38,16 +38,21 @@ describe('node identity', () => {
       target: { kind: 'ip', v4: ['10.201.0.11'], v6: ['fd00::11'] },
     });
     expect(set.match('cluster1')).toBeDefined();
-    expect(set.otherNode('n1.node.cluster1')).toBeUndefined();
-    expect(set.otherNode('n2.node.cluster1')).toBe('n2');
-    expect(set.otherNode('ip-10-0-0-2.ec2.internal.node.cluster1')).toBe('ip-10-0-0-2.ec2.internal');
-    expect(set.otherNode('web.default.cluster1')).toBeUndefined();
-    expect(set.otherNode('node.cluster1')).toBeUndefined();
+    expect(set.classify('n1.node.cluster1')).toMatchObject({ kind: 'rule' });
+    expect(set.classify('n2.node.cluster1')).toEqual({ kind: 'other-node', node: 'n2' });
+    expect(set.classify('ip-10-0-0-2.ec2.internal.node.cluster1')).toEqual({
+      kind: 'other-node',
+      node: 'ip-10-0-0-2.ec2.internal',
+    });
+    expect(set.classify('web.default.cluster1')).toMatchObject({ kind: 'rule' });
+    expect(set.classify('db.default.cluster1')).toEqual({ kind: 'zone' });
+    expect(set.classify('node.cluster1')).toEqual({ kind: 'zone' });
+    expect(set.classify('example.com')).toEqual({ kind: 'outside' });
     // An agent without --node-name knows no node's name as its own: every one is another node's.
     const plain = parseRules({ naming: namingFromFlags({ ...flags, nodeName: '', nodeIps: [] }) });
     if (!plain.ok) throw new Error(plain.errors.join());
     expect(plain.value.match('n1.node.cluster1')).toBeUndefined();
-    expect(plain.value.otherNode('n1.node.cluster1')).toBe('n1');
+    expect(plain.value.classify('n1.node.cluster1')).toEqual({ kind: 'other-node', node: 'n1' });
   });
 
   it('announces the node name and addresses in the agent own group, not in a rule stream', () => {

@@ -1,9 +1,8 @@
 // Reading rules: `--expose` values and the rules file (YAML or JSON; the next issue feeds a ConfigMap's
 // text through the same parser). Each rule is checked on its own here; rule-set.ts checks them together.
-import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { hostNameProblem, labelProblem, normalizeName } from './naming.js';
-import type { Target } from './rule-set.js';
+import { parseTarget, type Target } from './target.js';
 
 /** `NAMESPACE/SERVICE`, or `NAMESPACE/*` for every Service of the namespace. */
 export interface ExposeRule {
@@ -35,22 +34,6 @@ export function parseExpose(text: string, source: string): ExposeRule | string {
   const problem =
     labelProblem(namespace, 'namespace') ?? (service === '*' ? undefined : labelProblem(service, 'service', true));
   return problem ? `${source}: ${problem}` : { source, namespace, service };
-}
-
-/** An IP, a list of IPs, or one FQDN. */
-function parseTarget(raw: unknown, source: string): Target | string {
-  const items = Array.isArray(raw) ? raw : [raw];
-  if (items.length === 0 || !items.every((t): t is string => typeof t === 'string' && t.trim() !== '')) {
-    return `${source}: target must be an IP address, a list of IP addresses, or a DNS name`;
-  }
-  const trimmed = items.map((t) => t.trim());
-  if (trimmed.every((t) => isIP(t) !== 0)) {
-    return { kind: 'ip', v4: trimmed.filter((t) => isIP(t) === 4), v6: trimmed.filter((t) => isIP(t) === 6) };
-  }
-  if (trimmed.length > 1) return `${source}: a target list may hold IP addresses only, got ${JSON.stringify(trimmed)}`;
-  const fqdn = normalizeName(trimmed[0]!);
-  const problem = hostNameProblem(fqdn, 'target');
-  return problem ? `${source}: ${problem}` : { kind: 'fqdn', fqdn };
 }
 
 /**

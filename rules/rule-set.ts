@@ -12,11 +12,7 @@ import {
 } from './naming.js';
 import { nodeHost, nodeZone } from './node.js';
 import { parseExpose, parseRuleFile, type Result, type RuleSpec } from './rule-file.js';
-
-export type Target = { kind: 'fqdn'; fqdn: string } | { kind: 'ip'; v4: string[]; v6: string[] };
-
-/** A target in one line: the FQDN, or the addresses comma-separated. */
-export const targetText = (t: Target) => (t.kind === 'fqdn' ? t.fqdn : [...t.v4, ...t.v6].join(','));
+import type { Target } from './target.js';
 
 export type RuleKind = 'cluster' | 'node' | 'service' | 'namespace' | 'static';
 
@@ -35,6 +31,16 @@ export interface Match {
   rule: Rule;
   target: Target;
 }
+
+/** What a name is to the rules (`RuleSet.classify`). */
+export type NameClass =
+  | { kind: 'rule'; match: Match }
+  | { kind: 'other-node'; node: string }
+  | { kind: 'zone' }
+  | { kind: 'outside' };
+
+const inZone: NameClass = { kind: 'zone' };
+const outside: NameClass = { kind: 'outside' };
 
 /** A Service known to exist (from the Kubernetes API, next issue): expands `NAMESPACE/*` into exact names. */
 export interface ServiceRef {
@@ -76,13 +82,17 @@ export class RuleSet {
   }
 
   /**
-   * The node whose name `name` is, when it is another node's (`<node>.node.<cluster>`, no rule here
-   * serving it): only the agent on that node answers and dials it. `name` must be normalized.
+   * What `name` (normalized) is to these rules, decided here once for the DNS server and the dial
+   * policy: a rule serves it; else it is another node's (`<node>.node.<cluster>`: only the agent on
+   * that node answers and dials it); else it is in the cluster's zone, where it does not exist; else
+   * it is outside, for the upstream or the system resolver.
    */
-  otherNode(name: string): string | undefined {
-    if (!name.endsWith(this.nodeSuffix) || this.match(name) !== undefined) return undefined;
-    const node = name.slice(0, -this.nodeSuffix.length);
-    return node === '' ? undefined : node;
+  classify(name: string): NameClass {
+    const match = this.match(name);
+    if (match !== undefined) return { kind: 'rule', match };
+    if (name.endsWith(this.nodeSuffix) && name.length > this.nodeSuffix.length)
+      return { kind: 'other-node', node: name.slice(0, -this.nodeSuffix.length) };
+    return this.inZone(name) ? inZone : outside;
   }
 
   /** Every exact name served, in rule order: the agent's `host=` identifiers. */

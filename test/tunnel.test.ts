@@ -90,7 +90,9 @@ beforeAll(async () => {
         if (host === 'slow.cluster1') return new Promise(() => {});
         const ip = names[host];
         if (!ip) throw new Error('not found');
-        return host === 'web.prod.cluster1' ? { addresses: [ip], rule: '--expose=prod/web' } : { addresses: [ip] };
+        return host === 'web.prod.cluster1'
+          ? { addresses: [ip], route: { rule: '--expose=prod/web' } }
+          : { addresses: [ip] };
       },
       authorize: (host) =>
         host === 'forbidden.cluster1' ? 'not allowed: no rule serves "forbidden.cluster1"' : undefined,

@@ -11,7 +11,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseLabelSelector, selectorMatches } from '../../flags/label-selector.js';
+import { type LabelRequirement, parseLabelSelector } from '../../flags/label-selector.js';
 
 export type Collection = 'configmaps' | 'services' | 'namespaces' | 'leases';
 
@@ -408,4 +408,31 @@ function selectorMatcher(labelSelector: string, fieldSelector: string): (o: Obj)
             ? o.metadata.namespace
             : undefined) === value,
     );
+}
+
+/** Whether `labels` satisfy every requirement (as the API server filters a list). */
+export function selectorMatches(requirements: readonly LabelRequirement[], labels: Record<string, string>): boolean {
+  return requirements.every(({ key, operator, values }) => {
+    const has = Object.hasOwn(labels, key);
+    const value = labels[key];
+    switch (operator) {
+      case 'exists':
+        return has;
+      case '!':
+        return !has;
+      case '=':
+      case '==':
+      case 'in':
+        return has && values.includes(value!);
+      case '!=':
+      case 'notin':
+        return !has || !values.includes(value!);
+      case 'gt':
+        return has && /^-?\d+$/.test(value!) && Number(value) > Number(values[0]);
+      case 'lt':
+        return has && /^-?\d+$/.test(value!) && Number(value) < Number(values[0]);
+      default:
+        return false;
+    }
+  });
 }
