@@ -24,7 +24,8 @@ import {
   startOurAgent,
   type TestPki,
 } from './env.js';
-import { fmt, MiB, type Report } from './report.js';
+import { MiB, type Report } from './report.js';
+import { fmt } from './row.js';
 
 const section = 'Bursts';
 /** nginx's send_timeout: what a real target allows a reader that takes nothing. */
