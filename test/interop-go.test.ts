@@ -33,6 +33,7 @@ import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import {
   echoRoundTrip,
   pattern,
@@ -46,7 +47,7 @@ import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const goBinaries = ['proxy-server', 'proxy-test-client'];
 const { found, missing } = anpReleases(goBinaries);
-for (const note of missing) console.warn(`interop-go: ${note}`);
+for (const note of missing) skipNote('interop-go', note);
 const agentID = 'spoke-interop-agent';
 
 function interopSuite(release: AnpRelease): void {

@@ -13,6 +13,7 @@ import { anpReleases, GoServer, httpText } from './support/go-proxy-server.js';
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { repoRoot, runCli, type Child } from './support/processes.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import { TcpBalancer } from './support/tcp-balancer.js';
 import { unusedPort } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
@@ -22,7 +23,7 @@ const missing = [
   v036 ? undefined : anpReleases().missing.find((m) => m.startsWith('v0.36')),
   kubeBinariesMissing(),
 ].filter(Boolean);
-if (missing.length) console.warn(`leases: ${missing.join('; ')}`);
+for (const note of missing) skipNote('leases', note!);
 
 const agentUser = 'system:serviceaccount:spoke-agent:spoke-agent';
 let kube: KubeApiServer;

@@ -3,10 +3,12 @@
 // manifests test, and promtool (Debian's prometheus; in a container without an init system its service
 // does not start) for the monitoring test: CI runs as root on Debian with the Debian mirrors reachable,
 // so install them when missing. And names the run, for what is done once per run (buildDist in
-// processes.ts).
+// processes.ts), and ends it with one line saying which suites skipped for want of a real peer, and why
+// (skips.ts).
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { hasCommand as has } from './commands.js';
+import { takeSkipSummary } from './skips.js';
 
 // Debian package for each tool.
 const packages: Record<string, string> = {
@@ -17,8 +19,13 @@ const packages: Record<string, string> = {
   curl: 'curl',
 };
 
-export default function setup(): void {
+export default function setup(): () => void {
   process.env.SPOKE_TEST_RUN ??= randomUUID(); // the workers, started after this, inherit it
+  installMissing();
+  return () => console.log(takeSkipSummary());
+}
+
+function installMissing(): void {
   const missing = [
     ...new Set(
       Object.keys(packages)
