@@ -2,13 +2,9 @@
 // the lines `npm start` prints, kubectl (Debian's kubernetes-client, for `kubectl kustomize`) for the
 // manifests test, and promtool (Debian's prometheus; in a container without an init system its service
 // does not start) for the monitoring test: CI runs as root on Debian with the Debian mirrors reachable,
-// so install them when missing. And names the run, for what is done once per run (buildDist in
-// processes.ts), and ends it with one line saying which suites skipped for want of a real peer, and why
-// (skips.ts).
+// so install them when missing. The whole suite's only (vitest.config.ts): the unit lane needs none of them.
 import { execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { hasCommand as has } from './commands.js';
-import { takeSkipSummary } from './skips.js';
 
 // Debian package for each tool.
 const packages: Record<string, string> = {
@@ -19,13 +15,7 @@ const packages: Record<string, string> = {
   curl: 'curl',
 };
 
-export default function setup(): () => void {
-  process.env.SPOKE_TEST_RUN ??= randomUUID(); // the workers, started after this, inherit it
-  installMissing();
-  return () => console.log(takeSkipSummary());
-}
-
-function installMissing(): void {
+export default function setup(): void {
   const missing = [
     ...new Set(
       Object.keys(packages)

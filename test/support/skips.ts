@@ -1,6 +1,6 @@
 // Why a suite that needs a real peer (Go binaries, kube-apiserver, root, a container engine, a tool) is
 // skipped, in whole or in part: said at once, and kept for the one line a run ends with
-// (global-setup.ts's teardown), so a run without the outside binaries does not quietly cover less. Each
+// (run-setup.ts's teardown), so a run without the outside binaries does not quietly cover less. Each
 // vitest worker is a process of its own: a note is a file in a folder the run names (SPOKE_TEST_RUN).
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
