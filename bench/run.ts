@@ -52,6 +52,8 @@ if (unknown.length) {
 const chosen = new Set<Section>(args.filter((a): a is Section => (sections as readonly string[]).includes(a)));
 const wanted = (s: Section) => chosen.has(s) || (chosen.size === 0 && !optIn.includes(s));
 
+// The watchdog's budget: a full run takes ~20 min on 2 cores (bench/README.md), --quick ~4; the rest is
+// room for a busy machine, plus the opt-in sections' own minutes.
 const budgetMs = ((quick ? 8 : 35) + (chosen.has('fleet') ? 20 : 0) + (chosen.has('netfaults') ? 15 : 0)) * 60_000;
 const watchdog = setTimeout(() => {
   console.error(`bench: still running after ${budgetMs / 60_000} min, giving up`);

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { setCongestionControl } from './tcp-congestion-control.js';
 import { tcpOptionsUnavailable } from './tcp-options.js';
 import { setReceiveBuffer } from './tcp-receive-buffer.js';
+import { skipNote } from '../test/support/skips.js';
 
 const ss = (() => {
   try {
@@ -16,7 +17,7 @@ const ss = (() => {
   }
 })();
 const skip = tcpOptionsUnavailable() ?? (ss ? undefined : 'no `ss` (iproute2) to read the options back');
-if (skip) console.warn(`net/tcp-options.test.ts skipped: ${skip}`);
+if (skip) skipNote('net/tcp-options', `skipped: ${skip}`);
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

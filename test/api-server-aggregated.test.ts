@@ -24,13 +24,14 @@ import { startExplainedDns, type ExplainedDns } from './support/explained-dns.js
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { renderWithComponent, type Obj } from './support/kustomize.js';
 import { runCli, type Child } from './support/processes.js';
+import { skipNote } from './support/skips.js';
 import { requestUntilClose, unusedPort } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 import { createLogger } from '../observability/log.js';
 import { dialThroughProxy } from '../client/dial.js';
 
 const missing = kubeBinariesMissing();
-if (missing) console.warn(`api-server-aggregated: ${missing}`);
+if (missing) skipNote('api-server-aggregated', missing);
 
 const base = `/apis/${group}/${version}`;
 const apiServiceName = `${version}.${group}`;

@@ -11,9 +11,10 @@ import { subjectNames } from '../apiserver/certificates.js';
 import { createCa, type Ca, type CertAndKey } from '../hub/ephemeral-pki.js';
 import { kubeBinariesMissing, startKubeApiServer, type KubeApiServer } from './support/kube-apiserver.js';
 import { opensslClientCert } from './support/openssl.js';
+import { skipNote } from './support/skips.js';
 
 const missing = kubeBinariesMissing();
-if (missing) console.warn(`api-server-x509: ${missing}`);
+if (missing) skipNote('api-server-x509', missing);
 
 /** openssl `-subj` text and the user and groups it names. */
 const subjects: Array<[string, { commonName: string; organizations: string[] }]> = [

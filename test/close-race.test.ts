@@ -9,10 +9,14 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { startAgent } from './support/agent.js';
 import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
+import { missingBinariesNote } from './support/reference-bins.js';
+import { skipNote } from './support/skips.js';
 
 const pki = makePki();
 const tls = hubTls(pki);
 const cycles = 300;
+if (anpBinDir() === undefined)
+  skipNote('close-race', `the Go proxy-server case ${missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server'])}`);
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

@@ -36,6 +36,7 @@ import { kubeBinariesMissing, startKubeApiServer } from './support/kube-apiserve
 import { emulatedPod, podProblem, type Pod } from './support/pod.js';
 import { repoRoot, run, type Child } from './support/processes.js';
 import { missingBinariesNote } from './support/reference-bins.js';
+import { skipNote } from './support/skips.js';
 import { startEchoServer, startHttpServer, unusedPort, type Target } from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
 
@@ -59,6 +60,7 @@ interface ClusterApi {
 }
 
 const kubeMissing = kubeBinariesMissing();
+if (kubeMissing) skipNote('cluster-proxy', `a real kube-apiserver (the fake API server instead): ${kubeMissing}`);
 
 /** A real kube-apiserver on ip.api:443 with cluster-proxy's namespace, ServiceAccount and RBAC (its Role and RoleBinding as rendered). */
 async function realApi(): Promise<ClusterApi> {
@@ -266,6 +268,7 @@ async function dialFails(hub: Hub, address: string): Promise<string> {
 }
 
 function scenario(label: string, skipped: string | undefined, startHub: () => Promise<Hub>) {
+  if (skipped !== undefined) skipNote('cluster-proxy', skipped);
   describe.skipIf(skipped !== undefined)(
     skipped === undefined
       ? `${label}, with ${kubeMissing ? `the fake API server (a real one is ${kubeMissing})` : 'a real kube-apiserver'}`

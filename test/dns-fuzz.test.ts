@@ -17,6 +17,7 @@ import { parseRules } from '../rules/rule-set.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { hasCommand } from './support/commands.js';
 import { testDnsValues } from './support/dns-values.js';
+import { skipNote } from './support/skips.js';
 
 const run = promisify(execFile);
 let upstream: TestUpstream;
@@ -170,7 +171,7 @@ it('survives random and mutated packets over UDP and TCP, then still answers', a
 });
 
 const kdigFound = hasCommand('kdig');
-if (!kdigFound) console.warn('dns-fuzz: kdig (Debian knot-dnsutils) not on PATH: the kdig reading is skipped');
+if (!kdigFound) skipNote('dns-fuzz', 'kdig (Debian knot-dnsutils) not on PATH: the kdig reading is skipped');
 
 /** kdig's JSON (RFC 8427) of an answer, the parts compared. */
 interface KdigJson {

@@ -8,9 +8,10 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { agentCommandFlags } from '../cmd/agent-command.js';
 import { anpReleases } from './support/go-proxy-server.js';
+import { skipNote } from './support/skips.js';
 
 const { found, missing } = anpReleases(['proxy-agent']);
-for (const note of missing) console.log(`go-agent-flags.test.ts: ${note}`);
+for (const note of missing) skipNote('go-agent-flags', note);
 
 /** The long flag names in a pflag usage text. */
 const flagNames = (usage: string): string[] =>

@@ -15,10 +15,11 @@ import { makePki, hubTls } from './support/certs.js';
 import { engine, engineEnv, engineProblem } from './support/containers.js';
 import { buildImage, megabytes, type BuiltImage } from './support/image.js';
 import { run } from './support/processes.js';
+import { skipNote } from './support/skips.js';
 import { startEchoServer, unusedPort, type Target } from './support/targets.js';
 
 const problem = engineProblem();
-if (problem) console.warn(`image: ${problem}`);
+if (problem) skipNote('image', problem);
 
 let image: BuiltImage;
 

@@ -11,10 +11,11 @@ import { makePki, type TestPki } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
 import { lineThroughDial, runCli } from './support/processes.js';
 import { missingBinariesNote } from './support/reference-bins.js';
+import { skipNote } from './support/skips.js';
 import { echoRoundTrip, pattern, sha256, startEchoServer, type Target } from './support/targets.js';
 
 const binDir = anpBinDir();
-if (!binDir) console.warn(`interop-go-uds: ${missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server'])}`);
+if (!binDir) skipNote('interop-go-uds', missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server']));
 
 let pki: TestPki;
 let dir: string;

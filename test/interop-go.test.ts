@@ -33,6 +33,7 @@ import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import {
   echoRoundTrip,
   pattern,
@@ -46,7 +47,7 @@ import { waitUntil, waitUntilAsync } from './support/wait.js';
 
 const goBinaries = ['proxy-server', 'proxy-test-client'];
 const { found, missing } = anpReleases(goBinaries);
-for (const note of missing) console.warn(`interop-go: ${note}`);
+for (const note of missing) skipNote('interop-go', note);
 const agentID = 'spoke-interop-agent';
 
 function interopSuite(release: AnpRelease): void {
@@ -117,21 +118,24 @@ function interopSuite(release: AnpRelease): void {
   const closed = (conn: Duplex) =>
     new Promise<void>((resolve) => (conn.destroyed ? resolve() : conn.once('close', () => resolve())));
 
-  /** What arrives on a tunnel until it closes (at most 5 s). */
-  function received(conn: Duplex): Promise<string> {
-    return new Promise((resolve) => {
-      let text = '';
-      const timer = setTimeout(() => {
-        conn.destroy();
-        resolve(text);
-      }, 5000);
-      conn.on('data', (c: Buffer) => (text += c.toString()));
-      conn.on('error', () => {});
-      conn.on('close', () => {
-        clearTimeout(timer);
-        resolve(text);
-      });
-    });
+  /** What arrives on a tunnel until the far side ends it (the deadline only bounds a failure). */
+  async function received(conn: Duplex): Promise<string> {
+    let text = '';
+    let ended = false;
+    conn.on('data', (c: Buffer) => (text += c.toString()));
+    conn.on('error', () => {});
+    conn.on('end', () => (ended = true));
+    conn.on('close', () => (ended = true));
+    try {
+      await waitUntil(
+        () => ended,
+        20_000,
+        () => `the tunnel to end (${JSON.stringify(text)} so far)`,
+      );
+    } finally {
+      conn.destroy();
+    }
+    return text;
   }
 
   /**

@@ -183,9 +183,9 @@ describe('a target that stops reading', () => {
     await agent.ready();
 
     const size = 64 << 20;
-    const fetchWeb = async () => {
+    const fetchWeb = async (onProgress?: () => void) => {
       const conn = await dial(hub, `127.0.0.1:${web.port}`);
-      const r = await download(conn, size);
+      const r = await download(conn, size, onProgress);
       conn.destroy();
       expect(r.ok).toBe(true);
     };
@@ -193,8 +193,11 @@ describe('a target that stops reading', () => {
 
     const heapBefore = process.memoryUsage().heapUsed;
     let heapPeak = heapBefore;
-    const sampler = setInterval(() => (heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed)), 20);
-    cleanups.push(() => clearInterval(sampler));
+    // Sampled as the data moves, not on a timer: each block the sender writes, each chunk the download
+    // beside it reads, each look at the budget and at the stuck connection.
+    const sample = () => {
+      heapPeak = Math.max(heapPeak, process.memoryUsage().heapUsed);
+    };
     const slow = await dial(hub, `127.0.0.1:${stuckPort}`);
     slow.on('error', () => {});
     let ended = false;
@@ -205,24 +208,38 @@ describe('a target that stops reading', () => {
     const flood = (async () => {
       while (!slow.destroyed && !ended && pushed < 512 << 20) {
         pushed += block.length;
+        sample();
         if (!slow.write(block))
           await Promise.race([
             new Promise((r) => slow.once('drain', r)),
-            waitUntil(() => ended || slow.destroyed, 30_000, 'the stuck connection to close'),
+            waitUntil(
+              () => {
+                sample();
+                return ended || slow.destroyed;
+              },
+              30_000,
+              'the stuck connection to close',
+            ),
           ]);
       }
     })();
     // Past --max-connection-buffer, the target still counts as reading (the clock has not moved): the
     // stream is braked, so the next download waits behind it.
-    await waitUntil(() => agent.agent.budget.total > 4 << 20, 30_000, 'the stuck connection over its buffer');
-    const beside = fetchWeb();
+    await waitUntil(
+      () => {
+        sample();
+        return agent.agent.budget.total > 4 << 20;
+      },
+      30_000,
+      'the stuck connection over its buffer',
+    );
+    const beside = fetchWeb(sample);
     expect((await agent.agent.metrics.bufferOverflows.get()).values[0]?.value ?? 0).toBe(0);
     // Once the stall limit has passed with nothing accepted, the stuck target is closed and the stream goes on.
     await clock.advance(defaultStallMs);
     await flood;
     expect(ended || slow.destroyed).toBe(true);
     await beside;
-    clearInterval(sampler);
     // The stuck target was closed (stalled), not left to hold the stream.
     expect((await agent.agent.metrics.bufferOverflows.get()).values[0]?.value).toBe(1);
     // Everything in this process (hub, client, agent) grew far less than what the sender pushed.

@@ -15,11 +15,12 @@ import { memoryCgroup } from './support/cgroup.js';
 import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { buildDist, run, type Child } from './support/processes.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import { pattern, sha256, unusedPort } from './support/targets.js';
 
 const MiB = 1 << 20;
 const cgroup = memoryCgroup(256 * MiB, `spoke-agent-test-${process.pid}`);
-if (typeof cgroup === 'string') console.warn(`memory-limit.test: skipped: ${cgroup}`);
+if (typeof cgroup === 'string') skipNote('memory-limit', `skipped: ${cgroup}`);
 
 const cleanups: Array<() => unknown> = [];
 afterAll(async () => {

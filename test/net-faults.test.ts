@@ -6,10 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HostsFile } from './support/hosts-file.js';
 import { hubName, Lab, labUnavailable, type LabAgent } from './support/net-faults-lab.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const skipped = labUnavailable();
-if (skipped) console.warn(`net-faults.test: ${skipped}`);
+if (skipped) skipNote('net-faults', skipped);
 
 /** Give-up limit: a PING's 60 s + 20 s (should the kernel's detector not act) plus the server's 20 s on a dead connection. */
 const giveUp = 150_000;

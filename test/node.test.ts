@@ -25,10 +25,11 @@ import { manifestsDir, render, type Obj } from './support/kustomize.js';
 import { buildClusterProxyStandIn, buildPauseImage, saveNodeImages } from './support/node-images.js';
 import { hubHost, NodeCluster, nodeBinDir, nodeClusterProblem, nodeIp, nodeName } from './support/node-cluster.js';
 import { repoRoot, type Child } from './support/processes.js';
+import { skipNote } from './support/skips.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const problem = nodeClusterProblem();
-if (problem) console.warn(`node: ${problem}`);
+if (problem) skipNote('node', problem);
 
 const ns = 'spoke-agent';
 const selector = 'app.kubernetes.io/name=spoke-agent';

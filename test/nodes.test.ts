@@ -30,10 +30,11 @@ import {
 } from './support/node-cluster.js';
 import type { Child } from './support/processes.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const problem = nodeClusterProblem();
-if (problem) console.warn(`nodes: ${problem}`);
+if (problem) skipNote('nodes', problem);
 
 const ns = 'spoke-agent';
 const selector = 'app.kubernetes.io/name=spoke-agent';

@@ -15,11 +15,12 @@ import { anpV036BinDir, GoServer, httpText } from './support/go-proxy-server.js'
 import { type Child, runCli } from './support/processes.js';
 import { missingBinariesNote } from './support/reference-bins.js';
 import { sampleValue } from './support/promql.js';
+import { skipNote } from './support/skips.js';
 import { echoRoundTrip, sha256, startEchoServer, type Target, unusedPort } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const binDir = anpV036BinDir();
-if (!binDir) console.warn(`per-node: ${missingBinariesNote('ANP_V036_BIN_DIR', 'anp-v0.36', ['proxy-server'])}`);
+if (!binDir) skipNote('per-node', missingBinariesNote('ANP_V036_BIN_DIR', 'anp-v0.36', ['proxy-server']));
 
 const dialsCounted = 'konnectivity_network_proxy_agent_dial_duration_seconds_count';
 

@@ -9,6 +9,8 @@ import { ProxyHub } from '../hub/proxy-server.js';
 import { startAgent, type StartedAgent } from './support/agent.js';
 import { makePki, hubTls, agentTlsFlags } from './support/certs.js';
 import { anpBinDir, GoServer } from './support/go-proxy-server.js';
+import { missingBinariesNote } from './support/reference-bins.js';
+import { skipNote } from './support/skips.js';
 import { establishedConnections } from './support/sockets.js';
 import { unusedPort } from './support/targets.js';
 import { waitUntil, waitUntilAsync } from './support/wait.js';
@@ -65,6 +67,9 @@ async function transports(agent: StartedAgent, port: number) {
     gauge,
   };
 }
+
+if (anpBinDir() === undefined)
+  skipNote('reconnect', `the Go proxy-server case ${missingBinariesNote('ANP_BIN_DIR', 'anp', ['proxy-server'])}`);
 
 describe.each([
   ['our hub', ourHub, true],

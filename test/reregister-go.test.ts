@@ -14,11 +14,12 @@ import { parseRules, type RuleSet } from '../rules/rule-set.js';
 import { makePki, type TestPki } from './support/certs.js';
 import { startRulesAgent, type RulesAgent } from './support/rules-agent.js';
 import { anpReleases, GoServer, type AnpRelease } from './support/go-proxy-server.js';
+import { skipNote } from './support/skips.js';
 import { dialLoad, echoRoundTrip, sha256, startEchoServer, type Target } from './support/targets.js';
 import { waitUntilAsync } from './support/wait.js';
 
 const { found, missing } = anpReleases();
-for (const note of missing) console.warn(`reregister-go: ${note}`);
+for (const note of missing) skipNote('reregister-go', note);
 const naming = { cluster: 'cluster1', agentNamespace: '', clusterDomain: 'cluster.test' };
 
 /** The stable name and the names of edits g-9..g: each lives a second at one edit per 100 ms. */

@@ -2,10 +2,8 @@
 // the lines `npm start` prints, kubectl (Debian's kubernetes-client, for `kubectl kustomize`) for the
 // manifests test, and promtool (Debian's prometheus; in a container without an init system its service
 // does not start) for the monitoring test: CI runs as root on Debian with the Debian mirrors reachable,
-// so install them when missing. And names the run, for what is done once per run (buildDist in
-// processes.ts).
+// so install them when missing. The whole suite's only (vitest.config.ts): the unit lane needs none of them.
 import { execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { hasCommand as has } from './commands.js';
 
 // Debian package for each tool.
@@ -18,7 +16,6 @@ const packages: Record<string, string> = {
 };
 
 export default function setup(): void {
-  process.env.SPOKE_TEST_RUN ??= randomUUID(); // the workers, started after this, inherit it
   const missing = [
     ...new Set(
       Object.keys(packages)

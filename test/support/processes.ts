@@ -109,7 +109,7 @@ let built = false;
  * process: the agent as the image runs it, without tsx's loader (~30-40 MiB of RSS). Throws when the build fails.
  * In a test run, once per run: the test files that use it run in parallel workers, and a second build
  * removes dist/ under the agent the first one started. The first to take the lock builds and stamps
- * dist/ with the run's id (global-setup.ts), the others find the stamp.
+ * dist/ with the run's id (run-setup.ts), the others find the stamp.
  */
 export function buildDist(): string {
   if (!built) {
