@@ -49,29 +49,7 @@ export interface ClientSetOptions {
   random?: () => number;
   clock?: Clock;
   /** Opens a connection (default ServerConnection.open); tests pass their own. */
-  open?: (opts: ServerConnectionOptions) => Promise<HubConnection>;
-}
-
-/** What the set uses of a connection (server-connection.ts). */
-export interface HubConnection
-  extends Pick<
-    ServerConnection,
-    | 'serverID'
-    | 'serverCount'
-    | 'log'
-    | 'isClosed'
-    | 'isDraining'
-    | 'transportReady'
-    | 'setGroups'
-    | 'closeWhenIdle'
-    | 'close'
-    | 'connectionCount'
-    | 'pendingDialCount'
-    | 'registrations'
-    | 'tlsSession'
-    | 'lossCause'
-  > {
-  on(event: 'closed', listener: (reason: string) => void): unknown;
+  open?: (opts: ServerConnectionOptions) => Promise<ServerConnection>;
 }
 
 /** The host of a `host:port` target: the name the server's certificate must carry. */
@@ -81,7 +59,7 @@ function hostOf(target: string): string {
 }
 
 interface Held {
-  conn: HubConnection;
+  conn: ServerConnection;
   target: string;
   /** The TLS material it was opened with; a connection whose generation is stale is replaced. */
   generation: string;
@@ -149,7 +127,7 @@ export class ClientSet {
     return [...this.held].filter((h) => !h.conn.isClosed).map((h) => h.conn.serverID);
   }
 
-  connections(): HubConnection[] {
+  connections(): ServerConnection[] {
     return [...this.held].map((h) => h.conn);
   }
 
@@ -239,7 +217,7 @@ export class ClientSet {
   private async connectOnce(target: string, current: Held[]): Promise<number> {
     const generation = this.generation;
     const startedAt = this.clock.now();
-    let conn: HubConnection;
+    let conn: ServerConnection;
     try {
       conn = await (this.opts.open ?? ServerConnection.open)({
         target,

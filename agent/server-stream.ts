@@ -12,7 +12,7 @@ import type { Logger } from '../observability/log.js';
 import { sleep, type Clock } from '../clock/clock.js';
 import type { AgentSession } from './agent-session.js';
 import type { BufferBudget } from './buffer-budget.js';
-import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
+import { GrpcStatus, grpcStatusName, type ConnectCall, type CallStatus } from './connect-call.js';
 import type { AgentMetrics } from './metrics.js';
 import { ConnectionTable, type Dialer, type MalformedPacket } from './connection-table.js';
 import type { DialRecorder } from './dial-recorder.js';
@@ -37,7 +37,7 @@ function decode(bytes: Buffer): Packet | MalformedPacket {
   }
 }
 
-export interface RegistrationOptions {
+export interface ServerStreamOptions {
   agentID: string;
   /** The identifiers this stream registers (URL-query form; '' for none). */
   identifiers: string;
@@ -60,9 +60,10 @@ export interface RegistrationOptions {
   clock: Clock;
 }
 
-export class Registration {
+export class ServerStream {
   readonly table: ConnectionTable;
-  private stream?: ConnectStream;
+  /** The gRPC call that carries it (connect-call.ts), once open. */
+  private call?: ConnectCall;
   /** Where DATA frames are encoded, reused once written out (frame-ring.ts). */
   private readonly frames = new FrameRing(streamFrameRing);
   private readonly frameWritten = () => this.frames.release();
@@ -80,9 +81,9 @@ export class Registration {
   private readonly streamEnded: Promise<void>;
   private endStream!: () => void;
 
-  constructor(private readonly opts: RegistrationOptions) {
+  constructor(private readonly opts: ServerStreamOptions) {
     this.turns = new SendTurns({
-      queued: () => this.stream?.queuedBytes ?? 0,
+      queued: () => this.call?.queuedBytes ?? 0,
       limit: streamSendLimit,
       defer: setImmediate,
       clock: opts.clock,
@@ -102,8 +103,8 @@ export class Registration {
       budget: opts.budget,
       connectIDs: opts.connectIDs,
       clock: opts.clock,
-      pauseIncoming: () => this.stream?.pause(),
-      resumeIncoming: () => this.stream?.resume(),
+      pauseIncoming: () => this.call?.pause(),
+      resumeIncoming: () => this.call?.resume(),
       metrics: opts.metrics,
       log: opts.log,
     });
@@ -115,9 +116,9 @@ export class Registration {
     const metadata: Record<string, string> = { [Header.agentID.toLowerCase()]: opts.agentID };
     if (opts.identifiers) metadata[Header.agentIdentifiers.toLowerCase()] = opts.identifiers;
     if (opts.authorization) metadata[Header.authorization.toLowerCase()] = opts.authorization();
-    let stream: ConnectStream;
+    let call: ConnectCall;
     try {
-      stream = await session.openStream({
+      call = await session.openCall({
         metadata,
         timeoutMs: opts.handshakeTimeoutMs,
         maxMessageBytes: 32 << 20,
@@ -128,10 +129,10 @@ export class Registration {
       this.endStream();
       throw err;
     }
-    this.stream = stream;
-    stream.onDrain(() => this.turns.drained());
-    if (this.closed) stream.cancel();
-    return stream.responseHeaders;
+    this.call = call;
+    call.onDrain(() => this.turns.drained());
+    if (this.closed) call.cancel();
+    return call.responseHeaders;
   }
 
   private receive(packet: Packet | MalformedPacket): void {
@@ -140,7 +141,7 @@ export class Registration {
   }
 
   /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
-  private ended(status: StreamStatus): void {
+  private ended(status: CallStatus): void {
     this.cancelGrace?.();
     this.endStream();
     if (this.closed) return;
@@ -151,17 +152,17 @@ export class Registration {
 
   /** Writes a packet. Control packets are never held back; the stream's turns bound DATA. */
   send(packet: OutPacket): void {
-    if (this.closed || !this.stream) return;
+    if (this.closed || !this.call) return;
     this.opts.metrics.observePacket('from_agent', packet.type);
-    this.stream.write(encodeFrame(packet));
+    this.call.write(encodeFrame(packet));
   }
 
   private sendData(connectID: bigint, payload: Uint8Array): void {
-    if (this.closed || !this.stream) return;
+    if (this.closed || !this.call) return;
     this.opts.metrics.observePacket('from_agent', PacketType.DATA);
     const frame = encodeDataFrame(connectID, payload, this.frames);
-    if (this.frames.owns(frame)) this.stream.write(frame, this.frameWritten);
-    else this.stream.write(frame);
+    if (this.frames.owns(frame)) this.call.write(frame, this.frameWritten);
+    else this.call.write(frame);
   }
 
   onClosed(listener: (reason: string) => void): void {
@@ -234,11 +235,11 @@ export class Registration {
     // While the stream still carries packets, the clients of connections cut here are told why.
     this.table.abortAll(graceful ? `the agent closed its stream with this connection open (${reason})` : undefined);
     this.closed = true;
-    const { stream } = this;
-    if (stream && graceful) {
-      stream.end();
-      this.cancelGrace = this.opts.clock.after(graceMs, () => stream.cancel());
-    } else if (stream) stream.cancel();
+    const { call } = this;
+    if (call && graceful) {
+      call.end();
+      this.cancelGrace = this.opts.clock.after(graceMs, () => call.cancel());
+    } else if (call) call.cancel();
     else this.endStream();
     this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
     for (const listener of this.closedListeners.splice(0)) listener(reason);
