@@ -35,7 +35,7 @@ export interface HubTcp extends TcpFaultDetection {
 
 export interface AgentSessionOptions {
   /** host:port of the proxy-server's agent port. */
-  target: string;
+  address: string;
   /** The TLS handshake on the connected TCP socket. */
   secure: (socket: net.Socket) => Promise<TLSSocket>;
   /** TCP connect and TLS together. */
@@ -85,8 +85,8 @@ export class AgentSession {
   /** Connects: TCP, TLS, and the HTTP/2 session on it. */
   static open(opts: AgentSessionOptions): Promise<AgentSession> {
     return new Promise((resolve, reject) => {
-      const target = splitHostPort(opts.target);
-      if (typeof target === 'string') return reject(new Error(target));
+      const hostPort = splitHostPort(opts.address);
+      if (typeof hostPort === 'string') return reject(new Error(hostPort));
       let settled = false;
       const fail = (err: Error) => {
         if (settled) return;
@@ -96,10 +96,10 @@ export class AgentSession {
         reject(err);
       };
       const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
-        fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)),
+        fail(new Error(`no TLS connection to ${opts.address} within ${opts.timeoutMs}ms`)),
       );
-      const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
-      socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
+      const socket = net.connect({ host: hostPort.host, port: hostPort.port, noDelay: true });
+      socket.once('error', (err) => fail(new Error(`connect to ${opts.address}: ${err.message}`)));
       let tcpProblem: string | undefined;
       socket.once('connect', () => {
         tcpProblem =
@@ -108,7 +108,7 @@ export class AgentSession {
           if (settled) return void tls.destroy();
           settled = true;
           cancelTimeout();
-          const session = http2.connect(`https://${opts.target}`, {
+          const session = http2.connect(`https://${opts.address}`, {
             createConnection: () => tls,
             settings: { initialWindowSize: opts.windowBytes, enablePush: false },
             // Node's own cap would reset the session under bulk transfers; the agent's buffer budget bounds memory.
@@ -127,27 +127,23 @@ export class AgentSession {
     });
   }
 
-  get target(): string {
-    return this.opts.target;
-  }
-
   /** True while the connection is up (the Go agent's readiness probe). */
   get ready(): boolean {
     return !this.closed && !this.session.closed && !this.session.destroyed;
   }
 
   /** Opens one Connect call (a stream) and waits for the server's response headers. */
-  async openCall(opts: Omit<ConnectCallOptions, 'target' | 'clock'>): Promise<ConnectCall> {
-    if (!this.ready) throw new Error(`the connection to ${this.opts.target} is closed`);
-    if (this.goingAway) throw new Error(`${this.opts.target} sent GOAWAY: it takes no new streams on this connection`);
+  async openCall(opts: Omit<ConnectCallOptions, 'address' | 'clock'>): Promise<ConnectCall> {
+    if (!this.ready) throw new Error(`the connection to ${this.opts.address} is closed`);
+    if (this.goingAway) throw new Error(`${this.opts.address} sent GOAWAY: it takes no new streams on this connection`);
     const call = await ConnectCall.open(this.session, {
       ...opts,
-      target: this.opts.target,
+      address: this.opts.address,
       clock: this.opts.clock,
     });
     if (this.closed) {
       call.cancel();
-      throw new Error(`the connection to ${this.opts.target} closed`);
+      throw new Error(`the connection to ${this.opts.address} closed`);
     }
     this.calls.add(call);
     call.onceEnded(() => this.calls.delete(call));

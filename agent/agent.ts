@@ -56,7 +56,7 @@ export class Agent {
 
   constructor(
     readonly options: AgentFlagValues,
-    targets: string[],
+    serverAddresses: string[],
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
@@ -90,13 +90,13 @@ export class Agent {
             onSkipped: (reason, n) => metrics.dialLogSkipped.inc({ reason }, n),
           })
         : undefined;
-    const dials = new DialRecorder(
+    const recorder = new DialRecorder(
       new DialTraffic(this.registry),
       new DenialAudit(deps.log, deps.clock ?? systemClock, this.registry),
       this.dialLog,
     );
     this.clients = new ClientSet({
-      targets,
+      serverAddresses,
       credentials: options,
       agentID: this.agentID,
       identifiers: this.identifiers.own,
@@ -128,7 +128,7 @@ export class Agent {
           tcp: targetFaultDetection,
           receiveBufferBytes: options.targetReceiveBuffer,
         }),
-      dials,
+      recorder,
       metrics: this.metrics,
       log: deps.log,
       clock: deps.clock,

@@ -103,7 +103,7 @@ function clientSet(
   const registry = new Registry();
   const metrics = new AgentMetrics(registry);
   const set = new ClientSet({
-    targets: ['hub.example:8091'],
+    serverAddresses: ['hub.example:8091'],
     credentials: {
       caCert: pki.caCert,
       agentCert: pki.clientCert,

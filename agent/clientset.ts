@@ -22,7 +22,7 @@ import type { Dialer } from './connection-table.js';
 
 export interface ClientSetOptions {
   /** host:port of each proxy-server address (each may be a load balancer over several replicas). */
-  targets: string[];
+  serverAddresses: string[];
   credentials: CredentialFiles;
   agentID: string;
   /** The agent's own identifiers, on the first stream of every connection. */
@@ -41,7 +41,7 @@ export interface ClientSetOptions {
   quietMs?: number;
   dial: Dialer;
   /** Where each dial is told (connection-table.ts). */
-  dials?: DialRecorder;
+  recorder?: DialRecorder;
   maxBuffer: number;
   budget: BufferBudget;
   metrics: AgentMetrics;
@@ -52,15 +52,15 @@ export interface ClientSetOptions {
   open?: (opts: ServerConnectionOptions) => Promise<ServerConnection>;
 }
 
-/** The host of a `host:port` target: the name the server's certificate must carry. */
-function hostOf(target: string): string {
-  const hp = splitHostPort(target);
-  return typeof hp === 'string' ? target : hp.host;
+/** The host of a `host:port` address: the name the server's certificate must carry. */
+function hostOf(address: string): string {
+  const hp = splitHostPort(address);
+  return typeof hp === 'string' ? address : hp.host;
 }
 
 interface Held {
   conn: ServerConnection;
-  target: string;
+  address: string;
   /** The TLS material it was opened with; a connection whose generation is stale is replaced. */
   generation: string;
 }
@@ -74,7 +74,7 @@ export class ClientSet {
   private readonly count: ServerCount;
   private groups: readonly string[];
   private generation: string;
-  private nextTarget = 0;
+  private nextAddress = 0;
   /** Which held replica's session ticket the next attempt offers (they take turns). */
   private nextResume = 0;
   /** No attempt before this (clock.now()): an event wakes the loop, not the wait. */
@@ -192,65 +192,68 @@ export class ClientSet {
       this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
     }
     const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
-    const connected = new Set(current.map((h) => h.target));
+    const connected = new Set(current.map((h) => h.address));
     // Every address must hold at least one connection, and together they must cover the server count.
-    const missingTarget = this.opts.targets.find((t) => !connected.has(t));
-    const enough = current.length >= Math.max(this.count.value, this.opts.targets.length);
+    const missingAddress = this.opts.serverAddresses.find((t) => !connected.has(t));
+    const enough = current.length >= Math.max(this.count.value, this.opts.serverAddresses.length);
     // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
     // folders cannot be watched, look again each interval.
-    if (enough && !missingTarget && !this.opts.syncForever)
+    if (enough && !missingAddress && !this.opts.syncForever)
       return this.credentialWatch?.complete === false ? this.policy.steady() : Infinity;
     const early = this.nextAttemptAt - this.clock.now();
     if (early > 0) return early;
-    return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
+    return this.connectOnce(
+      missingAddress ?? this.opts.serverAddresses[this.nextAddress++ % this.opts.serverAddresses.length]!,
+      current,
+    );
   }
 
-  /** A ticket of a held replica behind `target`, so that reaching it again costs a resumed handshake only. */
-  private resumeFor(target: string, current: Held[]): ServerConnectionOptions['resume'] {
-    const candidates = current.filter((h) => h.target === target && h.conn.tlsSession);
+  /** A ticket of a held replica behind `address`, so that reaching it again costs a resumed handshake only. */
+  private resumeFor(address: string, current: Held[]): ServerConnectionOptions['resume'] {
+    const candidates = current.filter((h) => h.address === address && h.conn.tlsSession);
     const pick = candidates[this.nextResume++ % Math.max(1, candidates.length)];
     if (!pick) return undefined;
     const { conn } = pick;
     return { serverID: conn.serverID, session: conn.tlsSession!, held: () => !conn.isClosed && this.held.has(pick) };
   }
 
-  private async connectOnce(target: string, current: Held[]): Promise<number> {
+  private async connectOnce(address: string, current: Held[]): Promise<number> {
     const generation = this.generation;
     const startedAt = this.clock.now();
     let conn: ServerConnection;
     try {
       conn = await (this.opts.open ?? ServerConnection.open)({
-        target,
-        credentials: this.credentials.load(target, hostOf(target)),
+        address,
+        credentials: this.credentials.load(address, hostOf(address)),
         agentID: this.opts.agentID,
         identifiers: this.opts.identifiers,
         keepaliveMs: this.opts.keepaliveMs,
         tcp: this.opts.tcp,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
         dial: this.opts.dial,
-        dials: this.opts.dials,
+        recorder: this.opts.recorder,
         maxBuffer: this.opts.maxBuffer,
         budget: this.opts.budget,
         connectIDs: () => String(this.nextConnectID++),
         quietMs: this.opts.quietMs ?? 1000,
         drainTimeoutMs: this.opts.drainTimeoutMs,
         metrics: this.opts.metrics,
-        log: this.opts.log.child({ target }),
+        log: this.opts.log.child({ target: address }),
         random: this.random,
         clock: this.clock,
-        resume: this.resumeFor(target, current),
+        resume: this.resumeFor(address, current),
       });
     } catch (err) {
       if (err instanceof KnownServerError) {
         this.opts.log.debug(
-          { target, serverID: err.serverID },
+          { target: address, serverID: err.serverID },
           'reached a proxy-server already connected (TLS resumption)',
         );
-        return this.attempted('duplicate', target, startedAt);
+        return this.attempted('duplicate', address, startedAt);
       }
-      const wait = this.attempted('failed', target, startedAt);
+      const wait = this.attempted('failed', address, startedAt);
       this.opts.log.warn(
-        { target, error: (err as Error).message, retryInMs: Math.round(wait) },
+        { target: address, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
       );
       return wait;
@@ -270,10 +273,10 @@ export class ClientSet {
       current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
     ) {
       conn.close('duplicate serverID');
-      return this.attempted('duplicate', target, startedAt);
+      return this.attempted('duplicate', address, startedAt);
     }
-    this.adopt({ conn, target, generation });
-    return this.attempted('connected', target, startedAt);
+    this.adopt({ conn, address, generation });
+    return this.attempted('connected', address, startedAt);
   }
 
   /**
@@ -282,9 +285,9 @@ export class ClientSet {
    * that long, so the next SYN is not pushed a whole backoff further from the moment the path heals.
    * Returns the wait from now.
    */
-  private attempted(outcome: AttemptOutcome, target: string, startedAt: number): number {
+  private attempted(outcome: AttemptOutcome, address: string, startedAt: number): number {
     this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
-    const holding = [...this.held].some((h) => h.target === target && !h.conn.isClosed);
+    const holding = [...this.held].some((h) => h.address === address && !h.conn.isClosed);
     this.nextAttemptAt = startedAt + this.policy.after(outcome, holding);
     this.waitingAfter = outcome;
     return Math.max(0, this.nextAttemptAt - this.clock.now());

@@ -59,7 +59,7 @@ function frame(body: string): Buffer {
 
 type Overrides = Partial<
   Pick<ConnectCallOptions, 'timeoutMs' | 'metadata'> &
-    Pick<AgentSessionOptions, 'target' | 'keepaliveMs' | 'keepaliveTimeoutMs' | 'clock'>
+    Pick<AgentSessionOptions, 'address' | 'keepaliveMs' | 'keepaliveTimeoutMs' | 'clock'>
 >;
 
 async function session(overrides: Overrides = {}) {
@@ -68,7 +68,7 @@ async function session(overrides: Overrides = {}) {
   let resolveCause!: (c: LossCause) => void;
   const cause = new Promise<LossCause>((r) => (resolveCause = r));
   const s = await AgentSession.open({
-    target: overrides.target ?? `127.0.0.1:${port}`,
+    address: overrides.address ?? `127.0.0.1:${port}`,
     secure: (socket) => tls.handshake(socket),
     timeoutMs: 20_000, // bounds a failure only
     windowBytes: 1 << 20,
@@ -287,7 +287,7 @@ describe('ConnectCall', () => {
         ended,
         closed,
         cause,
-      } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300, clock });
+      } = await connect({ address: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300, clock });
       // Three rounds: the PING goes out, and its answer (the next PING scheduled, its timeout cancelled)
       // comes before the clock is moved on.
       for (let i = 0; i < 3; i++) {
@@ -312,7 +312,7 @@ describe('ConnectCall', () => {
     const relay = new TcpBalancer([port]);
     const relayPort = await relay.listen();
     try {
-      const { closed, cause } = await connect({ target: `127.0.0.1:${relayPort}` });
+      const { closed, cause } = await connect({ address: `127.0.0.1:${relayPort}` });
       relay.reset();
       expect((await closed).code).toBe(GrpcStatus.UNAVAILABLE);
       expect(await cause).toBe('closed');

@@ -46,7 +46,7 @@ export interface CallStatus {
 
 export interface ConnectCallOptions {
   /** host:port of the proxy-server's agent port, for messages. */
-  target: string;
+  address: string;
   /** Request metadata, lower-case names (the agent's ID and identifiers, a bearer token). */
   metadata: Record<string, string>;
   /** How long to wait for the server's response headers, on `clock`. */
@@ -125,10 +125,10 @@ export class ConnectCall {
       };
       const onError = (err: Error) => fail(new Error(err.message));
       const onClose = () =>
-        fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
-      const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
+        fail(new Error(`${opts.address} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
+      const onSessionClose = () => fail(new Error(`${opts.address} closed the connection before answering`));
       const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
-        fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)),
+        fail(new Error(`no response headers from ${opts.address} within ${opts.timeoutMs}ms`)),
       );
       stream.once('error', onError).once('close', onClose);
       session.once('close', onSessionClose);

@@ -46,7 +46,7 @@ export interface ConnectionTableOptions {
   metrics: AgentMetrics;
   log: Logger;
   /** Where each dial is told (per-rule metrics, the dial log, denial audit lines). */
-  dials?: DialRecorder;
+  recorder?: DialRecorder;
   /** The proxy-server's ID this stream is to (known once the stream is open). */
   server?: () => string;
 }
@@ -257,12 +257,12 @@ export class ConnectionTable {
     connectID?: string,
   ): RuleTraffic | undefined {
     dial.settle(result, reason, route, connectID);
-    return this.opts.dials?.settled(dial);
+    return this.opts.recorder?.settled(dial);
   }
 
   /** A recorded connection closed: its dial holds its bytes, duration and how by now. */
   private recordClose(conn: EndpointConnection): void {
-    if (conn.traffic) this.opts.dials?.closed(conn.dial, conn.traffic);
+    if (conn.traffic) this.opts.recorder?.closed(conn.dial, conn.traffic);
   }
 
   private brake(conn: EndpointConnection): void {

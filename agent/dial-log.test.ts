@@ -178,7 +178,7 @@ describe('ConnectionTable with a DialRecorder', () => {
       clock: systemClock,
       metrics,
       log: silent,
-      dials: new DialRecorder(new DialTraffic(registry), new DenialAudit(silent, new ManualClock(), registry), log),
+      recorder: new DialRecorder(new DialTraffic(registry), new DenialAudit(silent, new ManualClock(), registry), log),
       server: () => 'server-a',
     });
     const metric = async (name: string) =>

@@ -18,7 +18,7 @@ import { ServerStream, type ServerStreamOptions } from './server-stream.js';
 /** What every stream of a connection is opened with (server-stream.ts), and what the connection adds. */
 export interface ServerConnectionOptions extends Omit<ServerStreamOptions, 'identifiers' | 'authorization'> {
   /** host:port of the proxy-server's agent port. */
-  target: string;
+  address: string;
   credentials: ServerCredentials;
   /** The first stream's identifiers: the agent's own, which do not change while it runs. */
   identifiers: string;
@@ -85,7 +85,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   }
 
   private newStream(identifiers: string): ServerStream {
-    const { target, credentials, keepaliveMs, tcp, drainTimeoutMs, random, resume, ...common } = this.opts;
+    const { address, credentials, keepaliveMs, tcp, drainTimeoutMs, random, resume, ...common } = this.opts;
     return new ServerStream({
       ...common,
       identifiers,
@@ -97,7 +97,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   private async connect(): Promise<void> {
     const { opts } = this;
     this.session = await AgentSession.open({
-      target: opts.target,
+      address: opts.address,
       secure: async (socket) => {
         const { tls } = opts.credentials;
         const secured = await tls.handshake(socket, opts.resume?.session);

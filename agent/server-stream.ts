@@ -46,7 +46,7 @@ export interface ServerStreamOptions {
   handshakeTimeoutMs: number;
   dial: Dialer;
   /** Where each dial is told (connection-table.ts). */
-  dials?: DialRecorder;
+  recorder?: DialRecorder;
   /** The proxy-server's ID (known once the first stream is open). */
   server?: () => string;
   maxBuffer: number;
@@ -97,7 +97,7 @@ export class ServerStream {
         turns: this.turns,
       },
       dial: opts.dial,
-      dials: opts.dials,
+      recorder: opts.recorder,
       server: opts.server,
       maxBuffer: opts.maxBuffer,
       budget: opts.budget,
