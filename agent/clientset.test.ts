@@ -11,6 +11,7 @@ import { BufferBudget } from './buffer-budget.js';
 import { ClientSet } from './clientset.js';
 import { AgentMetrics } from './metrics.js';
 import { KnownServerError, type ServerConnection, type ServerConnectionOptions } from './server-connection.js';
+import { connectIDCounter } from './tunnel-context.js';
 
 const pki = makePki();
 const log = createLogger('silent');
@@ -119,15 +120,18 @@ function clientSet(
     keepaliveMs: 30_000,
     tcp: { keepaliveMs: 0, userTimeoutMs: 0, congestionControl: '' },
     drainTimeoutMs: 1000,
-    dial: async () => {
-      throw new Error('no dials here');
+    tunnel: {
+      dial: async () => {
+        throw new Error('no dials here');
+      },
+      maxBuffer: 1 << 20,
+      budget: new BufferBudget(1 << 30, { stallMs: 1000, clock, metrics, log }),
+      connectIDs: connectIDCounter(),
+      metrics,
+      log,
+      clock,
     },
-    maxBuffer: 1 << 20,
-    budget: new BufferBudget(1 << 30, { stallMs: 1000, clock, metrics, log }),
-    metrics,
-    log,
     random,
-    clock,
     open: replicas.open,
   });
   sets.push(set);

@@ -6,19 +6,15 @@
 // files changed (tls/folder-watch.ts), new rule names; and between attempts on its clock, as
 // sync-policy.ts says. An agent that holds every server does nothing until one of them happens; the
 // Go agent checks every --sync-interval.
-import type { Logger } from '../observability/log.js';
 import { splitHostPort } from '../net/address.js';
-import { sleep, systemClock, type Clock } from '../clock/clock.js';
-import type { BufferBudget } from './buffer-budget.js';
+import { sleep, type Clock } from '../clock/clock.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { CredentialLoader, type CredentialFiles } from './credentials.js';
-import type { DialRecorder } from './dial-recorder.js';
-import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
 import type { HubTcp } from './agent-session.js';
-import type { Dialer } from './connection-table.js';
+import type { TunnelContext } from './tunnel-context.js';
 
 export interface ClientSetOptions {
   /** host:port of each proxy-server address (each may be a load balancer over several replicas). */
@@ -39,15 +35,9 @@ export interface ClientSetOptions {
   drainTimeoutMs: number;
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;
-  dial: Dialer;
-  /** Where each dial is told (connection-table.ts). */
-  recorder?: DialRecorder;
-  maxBuffer: number;
-  budget: BufferBudget;
-  metrics: AgentMetrics;
-  log: Logger;
+  /** What every layer of the tunnel shares (tunnel-context.ts), handed to each connection whole. */
+  tunnel: TunnelContext;
   random?: () => number;
-  clock?: Clock;
   /** Opens a connection (default ServerConnection.open); tests pass their own. */
   open?: (opts: ServerConnectionOptions) => Promise<ServerConnection>;
 }
@@ -81,9 +71,6 @@ export class ClientSet {
   private nextAttemptAt = 0;
   /** What the wait until nextAttemptAt follows. */
   private waitingAfter?: AttemptOutcome;
-  // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
-  // every stream of every connection draws from one counter.
-  private nextConnectID = 1;
   private draining = false;
   private stopped = false;
   private wake?: () => void;
@@ -93,17 +80,17 @@ export class ClientSet {
 
   constructor(private readonly opts: ClientSetOptions) {
     this.random = opts.random ?? Math.random;
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.tunnel.clock;
     this.policy = new SyncPolicy({
       intervalMs: opts.syncIntervalMs,
       capMs: opts.syncIntervalCapMs,
       random: this.random,
     });
     this.groups = opts.groups ?? [];
-    this.credentials = new CredentialLoader(opts.credentials, opts.log);
+    this.credentials = new CredentialLoader(opts.credentials, opts.tunnel.log);
     this.count = new ServerCount(opts.serverCount);
     this.generation = this.currentGeneration();
-    opts.metrics.knownServerCount.set(this.count.value);
+    opts.tunnel.metrics.knownServerCount.set(this.count.value);
   }
 
   start(): void {
@@ -134,7 +121,7 @@ export class ClientSet {
   /** New rule names: each connection opens streams for the new groups and retires those of the groups gone. */
   setIdentifierGroups(groups: readonly string[]): void {
     this.groups = groups;
-    this.opts.log.info({ groups: groups.length }, 'rule names changed: registering them');
+    this.opts.tunnel.log.info({ groups: groups.length }, 'rule names changed: registering them');
     for (const h of this.held) h.conn.setGroups(groups);
   }
 
@@ -148,8 +135,8 @@ export class ClientSet {
   private countChanged(before: number): void {
     const after = this.count.value;
     if (after === before) return;
-    this.opts.metrics.knownServerCount.set(after);
-    this.opts.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
+    this.opts.tunnel.metrics.knownServerCount.set(after);
+    this.opts.tunnel.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
     // A replica newly counted is up (the Leases' count rises when a restarted server is back): look
     // for it now, unless the wait is a failure's backoff (the hub is not answering at all).
     if (after > before && this.waitingAfter !== 'failed') this.nextAttemptAt = 0;
@@ -189,7 +176,7 @@ export class ClientSet {
       this.generation = generation;
       this.policy.reset();
       this.nextAttemptAt = 0;
-      this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
+      this.opts.tunnel.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
     }
     const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
     const connected = new Set(current.map((h) => h.address));
@@ -230,29 +217,22 @@ export class ClientSet {
         keepaliveMs: this.opts.keepaliveMs,
         tcp: this.opts.tcp,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
-        dial: this.opts.dial,
-        recorder: this.opts.recorder,
-        maxBuffer: this.opts.maxBuffer,
-        budget: this.opts.budget,
-        connectIDs: () => String(this.nextConnectID++),
         quietMs: this.opts.quietMs ?? 1000,
         drainTimeoutMs: this.opts.drainTimeoutMs,
-        metrics: this.opts.metrics,
-        log: this.opts.log.child({ target: address }),
+        tunnel: { ...this.opts.tunnel, log: this.opts.tunnel.log.child({ target: address }) },
         random: this.random,
-        clock: this.clock,
         resume: this.resumeFor(address, current),
       });
     } catch (err) {
       if (err instanceof KnownServerError) {
-        this.opts.log.debug(
+        this.opts.tunnel.log.debug(
           { target: address, serverID: err.serverID },
           'reached a proxy-server already connected (TLS resumption)',
         );
         return this.attempted('duplicate', address, startedAt);
       }
       const wait = this.attempted('failed', address, startedAt);
-      this.opts.log.warn(
+      this.opts.tunnel.log.warn(
         { target: address, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
       );
@@ -286,7 +266,7 @@ export class ClientSet {
    * Returns the wait from now.
    */
   private attempted(outcome: AttemptOutcome, address: string, startedAt: number): number {
-    this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
+    this.opts.tunnel.metrics.serverConnectAttempts.inc({ result: outcome });
     const holding = [...this.held].some((h) => h.address === address && !h.conn.isClosed);
     this.nextAttemptAt = startedAt + this.policy.after(outcome, holding);
     this.waitingAfter = outcome;
@@ -309,7 +289,7 @@ export class ClientSet {
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
-      if (conn.lossCause) this.opts.metrics.serverConnectionsLost.inc({ cause: conn.lossCause });
+      if (conn.lossCause) this.opts.tunnel.metrics.serverConnectionsLost.inc({ cause: conn.lossCause });
       if (!this.draining && !this.stopped) this.lost(held);
       this.poke();
     });
@@ -341,7 +321,7 @@ export class ClientSet {
   }
 
   private updateGauge(): void {
-    this.opts.metrics.openServerConnections.set(this.held.size);
+    this.opts.tunnel.metrics.openServerConnections.set(this.held.size);
   }
 
   /** First signal: DRAIN every stream, open no new connections, wait until the servers stopped routing here. */

@@ -65,7 +65,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   private constructor(private readonly opts: ServerConnectionOptions) {
     super();
-    this.log = opts.log;
+    this.log = opts.tunnel.log;
     this.retryBackoff = new Backoff({ initialMs: 1000, capMs: 30_000 }, opts.random);
   }
 
@@ -112,7 +112,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
       windowBytes: 4 << 20,
       keepaliveMs: opts.keepaliveMs,
       keepaliveTimeoutMs: 20_000,
-      clock: opts.clock,
+      clock: opts.tunnel.clock,
       tcp: opts.tcp,
       onClose: (status, cause) => {
         if (!this.closed) this.lossCause = cause;
@@ -210,7 +210,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   private scheduleRetry(): void {
     if (this.cancelRetry || this.closed || this.drained) return;
-    this.cancelRetry = this.opts.clock.after(this.retryBackoff.next(), () => {
+    this.cancelRetry = this.opts.tunnel.clock.after(this.retryBackoff.next(), () => {
       this.cancelRetry = undefined;
       void this.openMissingGroups();
     });
@@ -268,7 +268,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
    */
   async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const { clock } = this.opts;
+    const { clock } = this.opts.tunnel;
     const deadline = clock.now() + timeoutMs;
     const { firstStream } = this;
     await Promise.all(

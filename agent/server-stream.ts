@@ -8,16 +8,13 @@
 // deadline: "frontend stream shutdown, cleaning dial").
 import { decodePacket, encodeDataFrame, encodeFrame } from '../proto/packet-codec.js';
 import { Header, PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
-import type { Logger } from '../observability/log.js';
-import { sleep, type Clock } from '../clock/clock.js';
+import { sleep } from '../clock/clock.js';
 import type { AgentSession } from './agent-session.js';
-import type { BufferBudget } from './buffer-budget.js';
 import { GrpcStatus, grpcStatusName, type ConnectCall, type CallStatus } from './connect-call.js';
-import type { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dialer, type MalformedPacket } from './connection-table.js';
-import type { DialRecorder } from './dial-recorder.js';
+import { ConnectionTable, type MalformedPacket } from './connection-table.js';
 import { SendTurns } from './send-turns.js';
 import { FrameRing } from './frame-ring.js';
+import type { TunnelContext } from './tunnel-context.js';
 
 /**
  * What one stream may hold of its targets' bytes before they read in turns (send-turns.ts): enough
@@ -44,20 +41,12 @@ export interface ServerStreamOptions {
   /** The `authorization` header, read now (a bearer token file is re-read for every stream). */
   authorization?: () => string;
   handshakeTimeoutMs: number;
-  dial: Dialer;
-  /** Where each dial is told (connection-table.ts). */
-  recorder?: DialRecorder;
   /** The proxy-server's ID (known once the first stream is open). */
   server?: () => string;
-  maxBuffer: number;
-  budget: BufferBudget;
-  connectIDs: () => string;
   /** How long after its last DIAL_REQ a retired stream counts as no longer routed to. */
   quietMs: number;
-  metrics: AgentMetrics;
-  log: Logger;
-  /** The quiet period, the retirement's deadline and the grace after a graceful close run on it. */
-  clock: Clock;
+  /** What every layer shares (tunnel-context.ts); the quiet period, the retirement's deadline and the grace after a graceful close run on its clock. */
+  tunnel: TunnelContext;
 }
 
 export class ServerStream {
@@ -86,8 +75,8 @@ export class ServerStream {
       queued: () => this.call?.queuedBytes ?? 0,
       limit: streamSendLimit,
       defer: setImmediate,
-      clock: opts.clock,
-      observer: opts.metrics,
+      clock: opts.tunnel.clock,
+      observer: opts.tunnel.metrics,
     });
     this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
     this.table = new ConnectionTable({
@@ -96,17 +85,10 @@ export class ServerStream {
         sendData: (id, payload) => this.sendData(id, payload),
         turns: this.turns,
       },
-      dial: opts.dial,
-      recorder: opts.recorder,
+      tunnel: opts.tunnel,
       server: opts.server,
-      maxBuffer: opts.maxBuffer,
-      budget: opts.budget,
-      connectIDs: opts.connectIDs,
-      clock: opts.clock,
       pauseIncoming: () => this.call?.pause(),
       resumeIncoming: () => this.call?.resume(),
-      metrics: opts.metrics,
-      log: opts.log,
     });
   }
 
@@ -136,7 +118,7 @@ export class ServerStream {
   }
 
   private receive(packet: Packet | MalformedPacket): void {
-    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = this.opts.clock.now();
+    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = this.opts.tunnel.clock.now();
     this.table.handle(packet);
   }
 
@@ -146,20 +128,24 @@ export class ServerStream {
     this.endStream();
     if (this.closed) return;
     if (status.code === GrpcStatus.OK) return this.close('stream ended by server');
-    this.opts.metrics.streamErrors.inc({ segment: 'to_agent', code: String(status.code), packet_type: 'UNKNOWN' });
+    this.opts.tunnel.metrics.streamErrors.inc({
+      segment: 'to_agent',
+      code: String(status.code),
+      packet_type: 'UNKNOWN',
+    });
     this.close(`stream error: ${grpcStatusName(status.code)}: ${status.details}`);
   }
 
   /** Writes a packet. Control packets are never held back; the stream's turns bound DATA. */
   send(packet: OutPacket): void {
     if (this.closed || !this.call) return;
-    this.opts.metrics.observePacket('from_agent', packet.type);
+    this.opts.tunnel.metrics.observePacket('from_agent', packet.type);
     this.call.write(encodeFrame(packet));
   }
 
   private sendData(connectID: bigint, payload: Uint8Array): void {
     if (this.closed || !this.call) return;
-    this.opts.metrics.observePacket('from_agent', PacketType.DATA);
+    this.opts.tunnel.metrics.observePacket('from_agent', PacketType.DATA);
     const frame = encodeDataFrame(connectID, payload, this.frames);
     if (this.frames.owns(frame)) this.call.write(frame, this.frameWritten);
     else this.call.write(frame);
@@ -174,10 +160,10 @@ export class ServerStream {
   drain(): void {
     if (this.drained || this.closed) return;
     this.drained = true;
-    this.drainedAt = this.opts.clock.now();
-    this.opts.metrics.drains.inc();
+    this.drainedAt = this.opts.tunnel.clock.now();
+    this.opts.tunnel.metrics.drains.inc();
     this.send({ type: PacketType.DRAIN, drain: {} });
-    this.opts.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
+    this.opts.tunnel.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
   }
 
   /**
@@ -191,7 +177,7 @@ export class ServerStream {
 
   private async retireWhenQuiet(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const { clock } = this.opts;
+    const { clock } = this.opts.tunnel;
     const deadline = clock.now() + timeoutMs;
     while (!this.closed) {
       // Quiet since the DRAIN too: the server routes here until it has read it.
@@ -199,7 +185,7 @@ export class ServerStream {
       const left = deadline - clock.now();
       if (left <= 0) {
         if (!this.table.isIdle)
-          this.opts.log.warn(
+          this.opts.tunnel.log.warn(
             { identifiers: this.opts.identifiers || undefined, connections: this.table.connectionCount, timeoutMs },
             'retirement timed out: closing the stream with connections still open',
           );
@@ -238,10 +224,10 @@ export class ServerStream {
     const { call } = this;
     if (call && graceful) {
       call.end();
-      this.cancelGrace = this.opts.clock.after(graceMs, () => call.cancel());
+      this.cancelGrace = this.opts.tunnel.clock.after(graceMs, () => call.cancel());
     } else if (call) call.cancel();
     else this.endStream();
-    this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
+    this.opts.tunnel.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
     for (const listener of this.closedListeners.splice(0)) listener(reason);
   }
 }
