@@ -1,4 +1,5 @@
-// Wires the agent together: metrics, the set of server streams, the dialer, and readiness.
+// Wires the agent together: metrics, what every layer of the tunnel shares (tunnel-context.ts: the
+// dialer, the dial recorder, the buffer budget, ...), the set of server connections, and readiness.
 // What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
@@ -97,7 +98,7 @@ export class Agent {
       dial: (address, cancel) =>
         dialTcp(address, {
           timeoutMs: options.dialTimeout,
-          clock: deps.clock,
+          clock,
           cancel,
           resolve: deps.resolve,
           authorize: deps.authorize,

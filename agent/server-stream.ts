@@ -1,5 +1,6 @@
-// One Connect stream of the agent on a server connection: the identifiers it registered with, the
-// ConnectionTable that serves the dials the server routes to it, write back-pressure, DRAIN, and retirement.
+// One stream of the agent on a server connection, over its gRPC call (connect-call.ts): the
+// identifiers it registered with, the ConnectionTable that serves the dials the server routes to it,
+// write back-pressure, DRAIN, and retirement.
 // A retired stream stays open until the server has stopped routing to it: no dial pending, no
 // connection open, and no DIAL_REQ for a quiet period after its DRAIN (the server marks it draining
 // when it reads the DRAIN, and routes elsewhere from then on when it can); a DIAL_REQ that arrives
