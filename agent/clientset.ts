@@ -181,7 +181,7 @@ export class ClientSet {
     const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
     const connected = new Set(current.map((h) => h.address));
     // Every address must hold at least one connection, and together they must cover the server count.
-    const missingAddress = this.opts.serverAddresses.find((t) => !connected.has(t));
+    const missingAddress = this.opts.serverAddresses.find((a) => !connected.has(a));
     const enough = current.length >= Math.max(this.count.value, this.opts.serverAddresses.length);
     // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
     // folders cannot be watched, look again each interval.
