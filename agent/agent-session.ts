@@ -1,6 +1,6 @@
 // The agent's connection to one proxy-server replica, on node:http2 directly: one TCP connection, our
 // TLS handshake, one HTTP/2 session with keepalive pings, and on it the agent's AgentService/Connect
-// streams (connect-stream.ts): one per identifier group, so a rules edit opens and closes streams on
+// streams (connect-call.ts): one per identifier group, so a rules edit opens and closes streams on
 // the replica the agent already holds instead of dialling a load balancer again. That is all the agent
 // needs of gRPC; grpc-js (channels, subchannels, load balancing, interceptors, a stream pipeline and
 // two protobufjs passes per message) was the largest part of the agent's CPU per new dial and of its
@@ -12,7 +12,7 @@ import type { Clock } from '../clock/clock.js';
 import { splitHostPort } from '../net/address.js';
 import { setCongestionControl } from '../net/tcp-congestion-control.js';
 import { applyTcpFaultDetection, type TcpFaultDetection } from '../net/tcp-fault-detection.js';
-import { ConnectStream, GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+import { ConnectCall, GrpcStatus, type ConnectCallOptions, type CallStatus } from './connect-call.js';
 
 /**
  * Why a connection that was up went away, as an operator tunes for it: `timeout` (the kernel gave up:
@@ -35,7 +35,7 @@ export interface HubTcp extends TcpFaultDetection {
 
 export interface AgentSessionOptions {
   /** host:port of the proxy-server's agent port. */
-  target: string;
+  address: string;
   /** The TLS handshake on the connected TCP socket. */
   secure: (socket: net.Socket) => Promise<TLSSocket>;
   /** TCP connect and TLS together. */
@@ -50,7 +50,7 @@ export interface AgentSessionOptions {
   /** TCP keepalive probes and TCP_USER_TIMEOUT on the socket: how a path that went silent is found. */
   tcp: HubTcp;
   /** Once, when the connection is gone (after `open` resolved); its streams have ended by then. */
-  onClose: (status: StreamStatus, cause: LossCause) => void;
+  onClose: (status: CallStatus, cause: LossCause) => void;
 }
 
 export class AgentSession {
@@ -58,9 +58,9 @@ export class AgentSession {
   /** After a GOAWAY the server takes no new streams; the ones open go on until they end. */
   private goingAway = false;
   private cancelKeepalive = () => {};
-  private readonly streams = new Set<ConnectStream>();
+  private readonly calls = new Set<ConnectCall>();
   /** Why the connection went, once known. */
-  private status?: StreamStatus;
+  private status?: CallStatus;
   private cause?: LossCause;
 
   private constructor(
@@ -85,8 +85,8 @@ export class AgentSession {
   /** Connects: TCP, TLS, and the HTTP/2 session on it. */
   static open(opts: AgentSessionOptions): Promise<AgentSession> {
     return new Promise((resolve, reject) => {
-      const target = splitHostPort(opts.target);
-      if (typeof target === 'string') return reject(new Error(target));
+      const hostPort = splitHostPort(opts.address);
+      if (typeof hostPort === 'string') return reject(new Error(hostPort));
       let settled = false;
       const fail = (err: Error) => {
         if (settled) return;
@@ -96,10 +96,10 @@ export class AgentSession {
         reject(err);
       };
       const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
-        fail(new Error(`no TLS connection to ${opts.target} within ${opts.timeoutMs}ms`)),
+        fail(new Error(`no TLS connection to ${opts.address} within ${opts.timeoutMs}ms`)),
       );
-      const socket = net.connect({ host: target.host, port: target.port, noDelay: true });
-      socket.once('error', (err) => fail(new Error(`connect to ${opts.target}: ${err.message}`)));
+      const socket = net.connect({ host: hostPort.host, port: hostPort.port, noDelay: true });
+      socket.once('error', (err) => fail(new Error(`connect to ${opts.address}: ${err.message}`)));
       let tcpProblem: string | undefined;
       socket.once('connect', () => {
         tcpProblem =
@@ -108,7 +108,7 @@ export class AgentSession {
           if (settled) return void tls.destroy();
           settled = true;
           cancelTimeout();
-          const session = http2.connect(`https://${opts.target}`, {
+          const session = http2.connect(`https://${opts.address}`, {
             createConnection: () => tls,
             settings: { initialWindowSize: opts.windowBytes, enablePush: false },
             // Node's own cap would reset the session under bulk transfers; the agent's buffer budget bounds memory.
@@ -127,31 +127,27 @@ export class AgentSession {
     });
   }
 
-  get target(): string {
-    return this.opts.target;
-  }
-
   /** True while the connection is up (the Go agent's readiness probe). */
   get ready(): boolean {
     return !this.closed && !this.session.closed && !this.session.destroyed;
   }
 
-  /** Opens one Connect stream and waits for the server's response headers. */
-  async openStream(opts: Omit<ConnectStreamOptions, 'target' | 'clock'>): Promise<ConnectStream> {
-    if (!this.ready) throw new Error(`the connection to ${this.opts.target} is closed`);
-    if (this.goingAway) throw new Error(`${this.opts.target} sent GOAWAY: it takes no new streams on this connection`);
-    const stream = await ConnectStream.open(this.session, {
+  /** Opens one Connect call (a stream) and waits for the server's response headers. */
+  async openCall(opts: Omit<ConnectCallOptions, 'address' | 'clock'>): Promise<ConnectCall> {
+    if (!this.ready) throw new Error(`the connection to ${this.opts.address} is closed`);
+    if (this.goingAway) throw new Error(`${this.opts.address} sent GOAWAY: it takes no new streams on this connection`);
+    const call = await ConnectCall.open(this.session, {
       ...opts,
-      target: this.opts.target,
+      address: this.opts.address,
       clock: this.opts.clock,
     });
     if (this.closed) {
-      stream.cancel();
-      throw new Error(`the connection to ${this.opts.target} closed`);
+      call.cancel();
+      throw new Error(`the connection to ${this.opts.address} closed`);
     }
-    this.streams.add(stream);
-    stream.onceEnded(() => this.streams.delete(stream));
-    return stream;
+    this.calls.add(call);
+    call.onceEnded(() => this.calls.delete(call));
+    return call;
   }
 
   /** Closes the connection once its streams have ended (at most a second later). */
@@ -172,7 +168,7 @@ export class AgentSession {
     this.closed = true;
     this.cancelKeepalive();
     const status = this.status ?? { code: GrpcStatus.UNAVAILABLE, details: 'connection closed' };
-    for (const stream of [...this.streams]) stream.connectionLost(status);
+    for (const call of [...this.calls]) call.connectionLost(status);
     this.opts.onClose(status, this.cause ?? 'closed');
   }
 

@@ -1,4 +1,5 @@
-// Wires the agent together: metrics, the set of server streams, the dialer, and readiness.
+// Wires the agent together: metrics, what every layer of the tunnel shares (tunnel-context.ts: the
+// dialer, the dial recorder, the buffer budget, ...), the set of server connections, and readiness.
 // What decides where a dial may go (the embedded resolver, the allowlist) is passed in.
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
@@ -17,6 +18,7 @@ import { AgentMetrics } from './metrics.js';
 import { defaultStallMs } from './connection-table.js';
 import type { AgentFlagValues } from './options.js';
 import { tcpOptionsUnavailable } from '../net/tcp-options.js';
+import { connectIDCounter, type TunnelContext } from './tunnel-context.js';
 
 /**
  * A target that goes silent mid-stream (its node gone, a flow dropped on the way) is let go, and the
@@ -56,7 +58,7 @@ export class Agent {
 
   constructor(
     readonly options: AgentFlagValues,
-    targets: string[],
+    serverAddresses: string[],
     deps: AgentDeps,
   ) {
     this.agentID = options.agentID || randomUUID();
@@ -76,9 +78,10 @@ export class Agent {
     this.memoryLimit = deps.memoryLimit;
     this.registry = deps.registry ?? new Registry();
     this.metrics = new AgentMetrics(this.registry);
+    const clock = deps.clock ?? systemClock;
     this.budget = new BufferBudget(options.maxTotalBuffer || defaultBufferBudget(deps.memoryLimit), {
       stallMs: defaultStallMs,
-      clock: deps.clock ?? systemClock,
+      clock,
       metrics: this.metrics,
       log: deps.log,
     });
@@ -90,13 +93,33 @@ export class Agent {
             onSkipped: (reason, n) => metrics.dialLogSkipped.inc({ reason }, n),
           })
         : undefined;
-    const dials = new DialRecorder(
-      new DialTraffic(this.registry),
-      new DenialAudit(deps.log, deps.clock ?? systemClock, this.registry),
-      this.dialLog,
-    );
+    // What every layer of the tunnel shares, passed whole from the set of connections down (tunnel-context.ts).
+    const tunnel: TunnelContext = {
+      dial: (address, cancel) =>
+        dialTcp(address, {
+          timeoutMs: options.dialTimeout,
+          clock,
+          cancel,
+          resolve: deps.resolve,
+          authorize: deps.authorize,
+          sharedReads: true,
+          tcp: targetFaultDetection,
+          receiveBufferBytes: options.targetReceiveBuffer,
+        }),
+      recorder: new DialRecorder(
+        new DialTraffic(this.registry),
+        new DenialAudit(deps.log, clock, this.registry),
+        this.dialLog,
+      ),
+      budget: this.budget,
+      maxBuffer: options.maxConnectionBuffer,
+      connectIDs: connectIDCounter(),
+      metrics: this.metrics,
+      log: deps.log,
+      clock,
+    };
     this.clients = new ClientSet({
-      targets,
+      serverAddresses,
       credentials: options,
       agentID: this.agentID,
       identifiers: this.identifiers.own,
@@ -115,23 +138,7 @@ export class Agent {
         congestionControl: options.tcpCongestionControl,
       },
       drainTimeoutMs: options.drainTimeout,
-      maxBuffer: options.maxConnectionBuffer,
-      budget: this.budget,
-      dial: (address, cancel) =>
-        dialTcp(address, {
-          timeoutMs: options.dialTimeout,
-          clock: deps.clock,
-          cancel,
-          resolve: deps.resolve,
-          authorize: deps.authorize,
-          sharedReads: true,
-          tcp: targetFaultDetection,
-          receiveBufferBytes: options.targetReceiveBuffer,
-        }),
-      dials,
-      metrics: this.metrics,
-      log: deps.log,
-      clock: deps.clock,
+      tunnel,
     });
   }
 

@@ -8,9 +8,10 @@ import { createLogger } from '../observability/log.js';
 import { makePki } from '../test/support/certs.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { BufferBudget } from './buffer-budget.js';
-import { ClientSet, type HubConnection } from './clientset.js';
+import { ClientSet } from './clientset.js';
 import { AgentMetrics } from './metrics.js';
-import { KnownServerError, type ServerConnectionOptions } from './server-connection.js';
+import { KnownServerError, type ServerConnection, type ServerConnectionOptions } from './server-connection.js';
+import { connectIDCounter } from './tunnel-context.js';
 
 const pki = makePki();
 const log = createLogger('silent');
@@ -32,7 +33,7 @@ class FakeConnection extends EventEmitter<{ closed: [reason: string] }> {
     this.tlsSession = Buffer.from(`ticket of ${serverID}`);
   }
   setGroups(): void {}
-  registrations(): [] {
+  streams(): [] {
     return [];
   }
   async closeWhenIdle(_ms: number, reason: string): Promise<void> {
@@ -62,7 +63,7 @@ class Replicas {
     for (const id of ids) this.up.set(id, true);
   }
 
-  open = async (opts: ServerConnectionOptions): Promise<HubConnection> => {
+  open = async (opts: ServerConnectionOptions): Promise<ServerConnection> => {
     const ids = [...this.up.keys()];
     const reached = ids[this.turn++ % ids.length]!;
     const at = this.clock.now();
@@ -78,7 +79,8 @@ class Replicas {
     this.attempts.push({ at, reached, resume: opts.resume?.serverID, outcome: 'opened' });
     const conn = new FakeConnection(reached, this.count);
     this.conns.push(conn);
-    return conn;
+    // What the set uses of a ServerConnection: its state, its streams' counts, closing.
+    return conn as unknown as ServerConnection;
   };
 
   /** The replica stops: its connections drop at once. */
@@ -102,7 +104,7 @@ function clientSet(
   const registry = new Registry();
   const metrics = new AgentMetrics(registry);
   const set = new ClientSet({
-    targets: ['hub.example:8091'],
+    serverAddresses: ['hub.example:8091'],
     credentials: {
       caCert: pki.caCert,
       agentCert: pki.clientCert,
@@ -118,15 +120,18 @@ function clientSet(
     keepaliveMs: 30_000,
     tcp: { keepaliveMs: 0, userTimeoutMs: 0, congestionControl: '' },
     drainTimeoutMs: 1000,
-    dial: async () => {
-      throw new Error('no dials here');
+    tunnel: {
+      dial: async () => {
+        throw new Error('no dials here');
+      },
+      maxBuffer: 1 << 20,
+      budget: new BufferBudget(1 << 30, { stallMs: 1000, clock, metrics, log }),
+      connectIDs: connectIDCounter(),
+      metrics,
+      log,
+      clock,
     },
-    maxBuffer: 1 << 20,
-    budget: new BufferBudget(1 << 30, { stallMs: 1000, clock, metrics, log }),
-    metrics,
-    log,
     random,
-    clock,
     open: replicas.open,
   });
   sets.push(set);

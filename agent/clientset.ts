@@ -6,23 +6,19 @@
 // files changed (tls/folder-watch.ts), new rule names; and between attempts on its clock, as
 // sync-policy.ts says. An agent that holds every server does nothing until one of them happens; the
 // Go agent checks every --sync-interval.
-import type { Logger } from '../observability/log.js';
 import { splitHostPort } from '../net/address.js';
-import { sleep, systemClock, type Clock } from '../clock/clock.js';
-import type { BufferBudget } from './buffer-budget.js';
+import { sleep, type Clock } from '../clock/clock.js';
 import { watchCredentialFolders, type CredentialWatch } from '../tls/folder-watch.js';
 import { CredentialLoader, type CredentialFiles } from './credentials.js';
-import type { DialRecorder } from './dial-recorder.js';
-import type { AgentMetrics } from './metrics.js';
 import { KnownServerError, ServerConnection, type ServerConnectionOptions } from './server-connection.js';
 import { SyncPolicy, type AttemptOutcome } from './sync-policy.js';
 import { ServerCount, type ServerCountOptions } from './server-count.js';
 import type { HubTcp } from './agent-session.js';
-import type { Dialer } from './connection-table.js';
+import type { TunnelContext } from './tunnel-context.js';
 
 export interface ClientSetOptions {
   /** host:port of each proxy-server address (each may be a load balancer over several replicas). */
-  targets: string[];
+  serverAddresses: string[];
   credentials: CredentialFiles;
   agentID: string;
   /** The agent's own identifiers, on the first stream of every connection. */
@@ -39,50 +35,22 @@ export interface ClientSetOptions {
   drainTimeoutMs: number;
   /** How long after its last DIAL_REQ a draining stream counts as no longer routed to. */
   quietMs?: number;
-  dial: Dialer;
-  /** Where each dial is told (connection-table.ts). */
-  dials?: DialRecorder;
-  maxBuffer: number;
-  budget: BufferBudget;
-  metrics: AgentMetrics;
-  log: Logger;
+  /** What every layer of the tunnel shares (tunnel-context.ts), handed to each connection whole. */
+  tunnel: TunnelContext;
   random?: () => number;
-  clock?: Clock;
   /** Opens a connection (default ServerConnection.open); tests pass their own. */
-  open?: (opts: ServerConnectionOptions) => Promise<HubConnection>;
+  open?: (opts: ServerConnectionOptions) => Promise<ServerConnection>;
 }
 
-/** What the set uses of a connection (server-connection.ts). */
-export interface HubConnection
-  extends Pick<
-    ServerConnection,
-    | 'serverID'
-    | 'serverCount'
-    | 'log'
-    | 'isClosed'
-    | 'isDraining'
-    | 'transportReady'
-    | 'setGroups'
-    | 'closeWhenIdle'
-    | 'close'
-    | 'connectionCount'
-    | 'pendingDialCount'
-    | 'registrations'
-    | 'tlsSession'
-    | 'lossCause'
-  > {
-  on(event: 'closed', listener: (reason: string) => void): unknown;
-}
-
-/** The host of a `host:port` target: the name the server's certificate must carry. */
-function hostOf(target: string): string {
-  const hp = splitHostPort(target);
-  return typeof hp === 'string' ? target : hp.host;
+/** The host of a `host:port` address: the name the server's certificate must carry. */
+function hostOf(address: string): string {
+  const hp = splitHostPort(address);
+  return typeof hp === 'string' ? address : hp.host;
 }
 
 interface Held {
-  conn: HubConnection;
-  target: string;
+  conn: ServerConnection;
+  address: string;
   /** The TLS material it was opened with; a connection whose generation is stale is replaced. */
   generation: string;
 }
@@ -96,16 +64,13 @@ export class ClientSet {
   private readonly count: ServerCount;
   private groups: readonly string[];
   private generation: string;
-  private nextTarget = 0;
+  private nextAddress = 0;
   /** Which held replica's session ticket the next attempt offers (they take turns). */
   private nextResume = 0;
   /** No attempt before this (clock.now()): an event wakes the loop, not the wait. */
   private nextAttemptAt = 0;
   /** What the wait until nextAttemptAt follows. */
   private waitingAfter?: AttemptOutcome;
-  // The proxy-server keys established connections by (agentID, connectID) (ANP server.go addEstablished):
-  // every stream of every connection draws from one counter.
-  private nextConnectID = 1;
   private draining = false;
   private stopped = false;
   private wake?: () => void;
@@ -115,17 +80,17 @@ export class ClientSet {
 
   constructor(private readonly opts: ClientSetOptions) {
     this.random = opts.random ?? Math.random;
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.tunnel.clock;
     this.policy = new SyncPolicy({
       intervalMs: opts.syncIntervalMs,
       capMs: opts.syncIntervalCapMs,
       random: this.random,
     });
     this.groups = opts.groups ?? [];
-    this.credentials = new CredentialLoader(opts.credentials, opts.log);
+    this.credentials = new CredentialLoader(opts.credentials, opts.tunnel.log);
     this.count = new ServerCount(opts.serverCount);
     this.generation = this.currentGeneration();
-    opts.metrics.knownServerCount.set(this.count.value);
+    opts.tunnel.metrics.knownServerCount.set(this.count.value);
   }
 
   start(): void {
@@ -149,14 +114,14 @@ export class ClientSet {
     return [...this.held].filter((h) => !h.conn.isClosed).map((h) => h.conn.serverID);
   }
 
-  connections(): HubConnection[] {
+  connections(): ServerConnection[] {
     return [...this.held].map((h) => h.conn);
   }
 
   /** New rule names: each connection opens streams for the new groups and retires those of the groups gone. */
   setIdentifierGroups(groups: readonly string[]): void {
     this.groups = groups;
-    this.opts.log.info({ groups: groups.length }, 'rule names changed: registering them');
+    this.opts.tunnel.log.info({ groups: groups.length }, 'rule names changed: registering them');
     for (const h of this.held) h.conn.setGroups(groups);
   }
 
@@ -170,8 +135,8 @@ export class ClientSet {
   private countChanged(before: number): void {
     const after = this.count.value;
     if (after === before) return;
-    this.opts.metrics.knownServerCount.set(after);
-    this.opts.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
+    this.opts.tunnel.metrics.knownServerCount.set(after);
+    this.opts.tunnel.log.info({ serverCount: after, from: before, source: this.count.origin }, 'server count changed');
     // A replica newly counted is up (the Leases' count rises when a restarted server is back): look
     // for it now, unless the wait is a failure's backoff (the hub is not answering at all).
     if (after > before && this.waitingAfter !== 'failed') this.nextAttemptAt = 0;
@@ -211,68 +176,64 @@ export class ClientSet {
       this.generation = generation;
       this.policy.reset();
       this.nextAttemptAt = 0;
-      this.opts.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
+      this.opts.tunnel.log.info('TLS material changed on disk: replacing the connections to the proxy-servers');
     }
     const current = [...this.held].filter((h) => h.generation === this.generation && !h.conn.isClosed);
-    const connected = new Set(current.map((h) => h.target));
+    const connected = new Set(current.map((h) => h.address));
     // Every address must hold at least one connection, and together they must cover the server count.
-    const missingTarget = this.opts.targets.find((t) => !connected.has(t));
-    const enough = current.length >= Math.max(this.count.value, this.opts.targets.length);
+    const missingAddress = this.opts.serverAddresses.find((a) => !connected.has(a));
+    const enough = current.length >= Math.max(this.count.value, this.opts.serverAddresses.length);
     // Nothing to do until an event (--sync-forever: keep looking for new servers); where the TLS
     // folders cannot be watched, look again each interval.
-    if (enough && !missingTarget && !this.opts.syncForever)
+    if (enough && !missingAddress && !this.opts.syncForever)
       return this.credentialWatch?.complete === false ? this.policy.steady() : Infinity;
     const early = this.nextAttemptAt - this.clock.now();
     if (early > 0) return early;
-    return this.connectOnce(missingTarget ?? this.opts.targets[this.nextTarget++ % this.opts.targets.length]!, current);
+    return this.connectOnce(
+      missingAddress ?? this.opts.serverAddresses[this.nextAddress++ % this.opts.serverAddresses.length]!,
+      current,
+    );
   }
 
-  /** A ticket of a held replica behind `target`, so that reaching it again costs a resumed handshake only. */
-  private resumeFor(target: string, current: Held[]): ServerConnectionOptions['resume'] {
-    const candidates = current.filter((h) => h.target === target && h.conn.tlsSession);
+  /** A ticket of a held replica behind `address`, so that reaching it again costs a resumed handshake only. */
+  private resumeFor(address: string, current: Held[]): ServerConnectionOptions['resume'] {
+    const candidates = current.filter((h) => h.address === address && h.conn.tlsSession);
     const pick = candidates[this.nextResume++ % Math.max(1, candidates.length)];
     if (!pick) return undefined;
     const { conn } = pick;
     return { serverID: conn.serverID, session: conn.tlsSession!, held: () => !conn.isClosed && this.held.has(pick) };
   }
 
-  private async connectOnce(target: string, current: Held[]): Promise<number> {
+  private async connectOnce(address: string, current: Held[]): Promise<number> {
     const generation = this.generation;
     const startedAt = this.clock.now();
-    let conn: HubConnection;
+    let conn: ServerConnection;
     try {
       conn = await (this.opts.open ?? ServerConnection.open)({
-        target,
-        credentials: this.credentials.load(target, hostOf(target)),
+        address,
+        credentials: this.credentials.load(address, hostOf(address)),
         agentID: this.opts.agentID,
         identifiers: this.opts.identifiers,
         keepaliveMs: this.opts.keepaliveMs,
         tcp: this.opts.tcp,
         handshakeTimeoutMs: Math.max(this.opts.syncIntervalCapMs, 10_000),
-        dial: this.opts.dial,
-        dials: this.opts.dials,
-        maxBuffer: this.opts.maxBuffer,
-        budget: this.opts.budget,
-        connectIDs: () => String(this.nextConnectID++),
         quietMs: this.opts.quietMs ?? 1000,
         drainTimeoutMs: this.opts.drainTimeoutMs,
-        metrics: this.opts.metrics,
-        log: this.opts.log.child({ target }),
+        tunnel: { ...this.opts.tunnel, log: this.opts.tunnel.log.child({ target: address }) },
         random: this.random,
-        clock: this.clock,
-        resume: this.resumeFor(target, current),
+        resume: this.resumeFor(address, current),
       });
     } catch (err) {
       if (err instanceof KnownServerError) {
-        this.opts.log.debug(
-          { target, serverID: err.serverID },
+        this.opts.tunnel.log.debug(
+          { target: address, serverID: err.serverID },
           'reached a proxy-server already connected (TLS resumption)',
         );
-        return this.attempted('duplicate', target, startedAt);
+        return this.attempted('duplicate', address, startedAt);
       }
-      const wait = this.attempted('failed', target, startedAt);
-      this.opts.log.warn(
-        { target, error: (err as Error).message, retryInMs: Math.round(wait) },
+      const wait = this.attempted('failed', address, startedAt);
+      this.opts.tunnel.log.warn(
+        { target: address, error: (err as Error).message, retryInMs: Math.round(wait) },
         'cannot connect to proxy-server',
       );
       return wait;
@@ -292,10 +253,10 @@ export class ClientSet {
       current.some((h) => h.conn.serverID === conn.serverID && !h.conn.isClosed)
     ) {
       conn.close('duplicate serverID');
-      return this.attempted('duplicate', target, startedAt);
+      return this.attempted('duplicate', address, startedAt);
     }
-    this.adopt({ conn, target, generation });
-    return this.attempted('connected', target, startedAt);
+    this.adopt({ conn, address, generation });
+    return this.attempted('connected', address, startedAt);
   }
 
   /**
@@ -304,9 +265,9 @@ export class ClientSet {
    * that long, so the next SYN is not pushed a whole backoff further from the moment the path heals.
    * Returns the wait from now.
    */
-  private attempted(outcome: AttemptOutcome, target: string, startedAt: number): number {
-    this.opts.metrics.serverConnectAttempts.inc({ result: outcome });
-    const holding = [...this.held].some((h) => h.target === target && !h.conn.isClosed);
+  private attempted(outcome: AttemptOutcome, address: string, startedAt: number): number {
+    this.opts.tunnel.metrics.serverConnectAttempts.inc({ result: outcome });
+    const holding = [...this.held].some((h) => h.address === address && !h.conn.isClosed);
     this.nextAttemptAt = startedAt + this.policy.after(outcome, holding);
     this.waitingAfter = outcome;
     return Math.max(0, this.nextAttemptAt - this.clock.now());
@@ -328,7 +289,7 @@ export class ClientSet {
     conn.on('closed', () => {
       this.held.delete(held);
       this.updateGauge();
-      if (conn.lossCause) this.opts.metrics.serverConnectionsLost.inc({ cause: conn.lossCause });
+      if (conn.lossCause) this.opts.tunnel.metrics.serverConnectionsLost.inc({ cause: conn.lossCause });
       if (!this.draining && !this.stopped) this.lost(held);
       this.poke();
     });
@@ -360,7 +321,7 @@ export class ClientSet {
   }
 
   private updateGauge(): void {
-    this.opts.metrics.openServerConnections.set(this.held.size);
+    this.opts.tunnel.metrics.openServerConnections.set(this.held.size);
   }
 
   /** First signal: DRAIN every stream, open no new connections, wait until the servers stopped routing here. */

@@ -7,8 +7,9 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { BufferBudget } from './buffer-budget.js';
 import { dialTcp } from './dialer.js';
 import { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dialer } from './connection-table.js';
+import { ConnectionTable } from './connection-table.js';
 import { SendTurns } from './send-turns.js';
+import { connectIDCounter, type Dialer } from './tunnel-context.js';
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 
@@ -68,16 +69,11 @@ function setup(
       },
       turns,
     },
-    dial,
-    maxBuffer: opts.maxBuffer ?? 1 << 20,
+    tunnel: { dial, maxBuffer: opts.maxBuffer ?? 1 << 20, budget, connectIDs: connectIDCounter(), metrics, log, clock },
     stallMs: opts.stallMs ?? 2000,
     pauseIncoming: () => brakes.push('pause'),
     resumeIncoming: () => brakes.push('resume'),
     lingerMs: opts.lingerMs ?? 50,
-    clock,
-    budget,
-    metrics,
-    log,
   });
   return { table, sent, targets, turns, deferred, metrics, brakes, budget, clock };
 }

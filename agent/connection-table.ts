@@ -1,22 +1,14 @@
 // The packet state machine of one server stream: pending dials by `random`, established
 // connections by `connectID`, and what each packet from the server does to them. It knows
 // nothing of gRPC or sockets beyond a PacketSink and a dial function, so it is tested directly.
-import type { Duplex } from 'node:stream';
-import type { Clock } from '../clock/clock.js';
 import { PacketType, packetTypeName, type Packet } from '../proto/packet-types.js';
-import type { Logger } from '../observability/log.js';
-import type { BufferBudget } from './buffer-budget.js';
 import { Dial, type DialResult } from './dial.js';
-import type { DialRecorder } from './dial-recorder.js';
 import type { RuleTraffic } from './dial-traffic.js';
 import type { DialRoute } from '../dial-policy/contract.js';
 import { DialCancel, TargetDialError } from './dialer.js';
 import { EndpointConnection, type EndpointOptions, type PacketSink } from './endpoint-connection.js';
-import type { AgentMetrics } from './metrics.js';
 import { RecentlyClosed } from './recently-closed.js';
-
-/** Dials a DIAL_REQ's address: the socket and the way the dial went, or a TargetDialError with how far it got. */
-export type Dialer = (address: string, cancel: DialCancel) => Promise<{ socket: Duplex; route: DialRoute }>;
+import type { TunnelContext } from './tunnel-context.js';
 
 /** A dial in progress: its record, and the token DIAL_CLS cancels it with. */
 interface PendingDial {
@@ -29,8 +21,8 @@ export const defaultStallMs = 2000;
 
 export interface ConnectionTableOptions {
   sink: PacketSink;
-  dial: Dialer;
-  maxBuffer: number;
+  /** The dialer, the recorder, the budget, metrics, log and clock (tunnel-context.ts). */
+  tunnel: TunnelContext;
   /** See EndpointConnection: how long an over-budget target may accept nothing before it is closed. */
   stallMs?: number;
   /** Stop / restart reading packets from the server (the stream-wide brake). */
@@ -38,16 +30,6 @@ export interface ConnectionTableOptions {
   resumeIncoming: () => void;
   /** How long a closed connection may flush its final bytes before its socket is destroyed. Default 1 s. */
   lingerMs?: number;
-  /** What the stall limit, its checks and the linger are measured on. */
-  clock: Clock;
-  /** The agent-wide total of bytes waiting for targets; its brake pauses this stream too. */
-  budget: BufferBudget;
-  /** Hands out connectIDs; the ClientSet shares one counter across an agent's streams. Default: from 1 per tunnel. */
-  connectIDs?: () => string;
-  metrics: AgentMetrics;
-  log: Logger;
-  /** Where each dial is told (per-rule metrics, the dial log, denial audit lines). */
-  dials?: DialRecorder;
   /** The proxy-server's ID this stream is to (known once the stream is open). */
   server?: () => string;
 }
@@ -58,7 +40,6 @@ export interface MalformedPacket {
 }
 
 export class ConnectionTable {
-  private nextConnectID = 1;
   private readonly pending = new Map<string, PendingDial>();
   private readonly connections = new Map<string, EndpointConnection>();
   private readonly idleWaiters: Array<() => void> = [];
@@ -74,25 +55,23 @@ export class ConnectionTable {
   private paused = false;
   private readonly leaveBudget: () => void;
 
+  private readonly tunnel: TunnelContext;
   private readonly stallMs: number;
   /** Shared by every connection of this stream (not an object and three closures each). */
   private readonly endpointOptions: EndpointOptions;
 
   constructor(private readonly opts: ConnectionTableOptions) {
+    this.tunnel = opts.tunnel;
     this.stallMs = opts.stallMs ?? defaultStallMs;
     this.endpointOptions = {
-      maxBuffer: opts.maxBuffer,
+      tunnel: opts.tunnel,
       lingerMs: opts.lingerMs ?? 1000,
-      clock: opts.clock,
-      budget: opts.budget,
-      metrics: opts.metrics,
-      log: opts.log,
       stallMs: this.stallMs,
       onClosed: (c) => this.forget(c),
       onOverBudget: (c) => this.brake(c),
       onUnderBudget: (c) => this.release(c),
     };
-    this.leaveBudget = opts.budget.addBrake({
+    this.leaveBudget = opts.tunnel.budget.addBrake({
       pause: () => {
         this.budgetBraked = true;
         this.updatePause();
@@ -124,7 +103,7 @@ export class ConnectionTable {
   handle(packet: Packet | MalformedPacket): void {
     if ('malformed' in packet)
       return this.reject('malformed', { error: packet.malformed }, 'malformed packet from server');
-    this.opts.metrics.observePacket('to_agent', packet.type);
+    this.tunnel.metrics.observePacket('to_agent', packet.type);
     switch (packet.type) {
       case PacketType.DIAL_REQ:
         if (!packet.dialRequest) return this.reject('malformed', { type: 'DIAL_REQ' }, 'packet without its payload');
@@ -179,8 +158,8 @@ export class ConnectionTable {
         this.pending.delete(random);
         pending.cancel.cancel();
         this.settle(pending.dial, 'cancelled', 'cancelled by DIAL_CLS', {});
-        this.opts.metrics.dialCancellations.inc();
-        this.opts.log.debug({ random }, 'dial cancelled by DIAL_CLS');
+        this.tunnel.metrics.dialCancellations.inc();
+        this.tunnel.log.debug({ random }, 'dial cancelled by DIAL_CLS');
         this.notifyIfIdle();
         return;
       }
@@ -195,7 +174,7 @@ export class ConnectionTable {
 
   private dial(random: string, address: string, protocol: string): void {
     if (protocol !== 'tcp') {
-      this.opts.metrics.dialFailures.inc({ reason: 'unknown' });
+      this.tunnel.metrics.dialFailures.inc({ reason: 'unknown' });
       this.opts.sink.send({
         type: PacketType.DIAL_RSP,
         dialResponse: { random, error: `dial ${protocol} ${address}: unsupported protocol (only tcp)` },
@@ -207,14 +186,14 @@ export class ConnectionTable {
     const dial = new Dial(Date.now(), performance.now(), this.opts.server?.() ?? '', address);
     const pending: PendingDial = { dial, cancel: new DialCancel() };
     this.pending.set(random, pending);
-    this.opts.dial(address, pending.cancel).then(
+    this.tunnel.dial(address, pending.cancel).then(
       ({ socket, route }) => {
         if (this.pending.get(random) !== pending) {
           // Cancelled (DIAL_CLS) or the stream closed while the dial was finishing.
           socket.destroy();
           return;
         }
-        const connectID = this.opts.connectIDs?.() ?? String(this.nextConnectID++);
+        const connectID = this.tunnel.connectIDs();
         const conn = new EndpointConnection(connectID, socket, this.opts.sink, this.endpointOptions, dial);
         this.connections.set(connectID, conn);
         this.pending.delete(random);
@@ -229,8 +208,8 @@ export class ConnectionTable {
           // Closed meanwhile (its stream lost): its close was not told, as it was not recorded yet.
           if (dial.closedBy !== undefined) this.recordClose(conn);
           conn.start(); // safe even if the connection closed meanwhile: it then relays nothing
-          this.opts.metrics.dialDuration.observe(dial.dialMs / 1000);
-          this.opts.log.debug({ random, connectID, address }, 'dial succeeded');
+          this.tunnel.metrics.dialDuration.observe(dial.dialMs / 1000);
+          this.tunnel.log.debug({ random, connectID, address }, 'dial succeeded');
         });
       },
       (err: unknown) => {
@@ -238,11 +217,11 @@ export class ConnectionTable {
         this.pending.delete(random);
         this.finishedDials.add(random);
         const reason = err instanceof TargetDialError ? err.reason : 'unknown';
-        this.opts.metrics.dialFailures.inc({ reason });
+        this.tunnel.metrics.dialFailures.inc({ reason });
         const message = err instanceof Error ? err.message : String(err);
         const result = reason === 'denied' || reason === 'cancelled' ? reason : 'error';
         this.settle(dial, result, message, err instanceof TargetDialError ? err.route : {});
-        this.opts.log.info({ random, address, error: message }, 'dial failed');
+        this.tunnel.log.info({ random, address, error: message }, 'dial failed');
         this.opts.sink.send({ type: PacketType.DIAL_RSP, dialResponse: { random, error: message } });
         this.notifyIfIdle();
       },
@@ -258,12 +237,12 @@ export class ConnectionTable {
     connectID?: string,
   ): RuleTraffic | undefined {
     dial.settle(result, reason, route, connectID);
-    return this.opts.dials?.settled(dial);
+    return this.tunnel.recorder?.settled(dial);
   }
 
   /** A recorded connection closed: its dial holds its bytes, duration and how by now. */
   private recordClose(conn: EndpointConnection): void {
-    if (conn.traffic) this.opts.dials?.closed(conn.dial, conn.traffic);
+    if (conn.traffic) this.tunnel.recorder?.closed(conn.dial, conn.traffic);
   }
 
   private brake(conn: EndpointConnection): void {
@@ -275,7 +254,7 @@ export class ConnectionTable {
 
   /** While paused, a target that stops reading altogether must not hold everyone else. */
   private scheduleStallCheck(): void {
-    const cancel = this.opts.clock.after(Math.max(10, this.stallMs / 4), () => {
+    const cancel = this.tunnel.clock.after(Math.max(10, this.stallMs / 4), () => {
       for (const c of this.overBudget) if (c.isStalled()) c.closeStalled();
       // Not when a release and a new brake while closing already started the next round.
       if (this.cancelStallCheck === cancel && this.overBudget.size > 0) this.scheduleStallCheck();
@@ -330,16 +309,16 @@ export class ConnectionTable {
 
   /** A packet for a connection or dial that just ended on our side: expected, so counted apart and logged at debug. */
   private late(type: PacketType, details: Record<string, unknown>): void {
-    this.opts.metrics.latePackets.inc({ type: packetTypeName(type) });
-    this.opts.log.debug({ ...details, type: packetTypeName(type) }, 'packet for a connection that just closed');
+    this.tunnel.metrics.latePackets.inc({ type: packetTypeName(type) });
+    this.tunnel.log.debug({ ...details, type: packetTypeName(type) }, 'packet for a connection that just closed');
   }
 
   /** Counts every rejected packet; logs the first few of each reason and then every 1000th, so a
    * server sending garbage cannot flood the log. */
   private reject(reason: string, details: Record<string, unknown>, message: string): void {
-    this.opts.metrics.rejectedPackets.inc({ reason });
+    this.tunnel.metrics.rejectedPackets.inc({ reason });
     const seen = (this.rejections.get(reason) ?? 0) + 1;
     this.rejections.set(reason, seen);
-    if (seen <= 10 || seen % 1000 === 0) this.opts.log.warn({ ...details, reason, seen }, message);
+    if (seen <= 10 || seen % 1000 === 0) this.tunnel.log.warn({ ...details, reason, seen }, message);
   }
 }

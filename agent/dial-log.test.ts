@@ -11,7 +11,8 @@ import { PacketType, type OutPacket, type Packet } from '../proto/packet-types.j
 import { ManualClock } from '../test/support/manual-clock.js';
 import { waitUntil } from '../test/support/wait.js';
 import { BufferBudget } from './buffer-budget.js';
-import { ConnectionTable, type Dialer } from './connection-table.js';
+import { ConnectionTable } from './connection-table.js';
+import { connectIDCounter, type Dialer } from './tunnel-context.js';
 import { Dial } from './dial.js';
 import { type DialEntry, DialLog } from './dial-log.js';
 import { DialRecorder } from './dial-recorder.js';
@@ -169,16 +170,23 @@ describe('ConnectionTable with a DialRecorder', () => {
           sent.push({ type: PacketType.DATA, data: { connectID: String(id), data: Buffer.from(payload) } }) > 0,
         turns: new SendTurns({ queued: () => 0, limit: 1 << 20, defer: setImmediate, clock: systemClock }),
       },
-      dial,
-      maxBuffer: 1 << 20,
+      tunnel: {
+        dial,
+        maxBuffer: 1 << 20,
+        budget: new BufferBudget(Infinity, { stallMs: 2000, metrics, log: silent, clock: systemClock }),
+        connectIDs: connectIDCounter(),
+        clock: systemClock,
+        metrics,
+        log: silent,
+        recorder: new DialRecorder(
+          new DialTraffic(registry),
+          new DenialAudit(silent, new ManualClock(), registry),
+          log,
+        ),
+      },
       pauseIncoming: () => {},
       resumeIncoming: () => {},
       lingerMs: 50,
-      budget: new BufferBudget(Infinity, { stallMs: 2000, metrics, log: silent, clock: systemClock }),
-      clock: systemClock,
-      metrics,
-      log: silent,
-      dials: new DialRecorder(new DialTraffic(registry), new DenialAudit(silent, new ManualClock(), registry), log),
       server: () => 'server-a',
     });
     const metric = async (name: string) =>

@@ -15,15 +15,13 @@
 //   released (destroyed) as soon as they are, or after `lingerMs` at most, whether or not the
 //   target closes its side; until then it is counted as closing.
 import type { Duplex } from 'node:stream';
-import type { Clock } from '../clock/clock.js';
 import { PacketType, type OutPacket } from '../proto/packet-types.js';
-import type { BufferBudget, BufferHolder } from './buffer-budget.js';
+import type { BufferHolder } from './buffer-budget.js';
 import type { Dial } from './dial.js';
 import type { RuleTraffic } from './dial-traffic.js';
-import type { Logger } from '../observability/log.js';
-import type { AgentMetrics } from './metrics.js';
 import type { SendTurns, TurnReader } from './send-turns.js';
 import { nextReadBytes, readMost, relayTargetReads } from './target-reads.js';
+import type { TunnelContext } from './tunnel-context.js';
 
 /** The side of a server stream that endpoint connections write to. */
 export interface PacketSink {
@@ -35,17 +33,12 @@ export interface PacketSink {
 }
 
 export interface EndpointOptions {
-  maxBuffer: number;
+  /** The budget, --max-connection-buffer, metrics, log and clock (tunnel-context.ts). */
+  tunnel: TunnelContext;
   /** A target over budget that accepted no bytes for this long is considered stopped. */
   stallMs: number;
   /** How long a closed connection may keep flushing its final bytes to its target before it is destroyed. */
   lingerMs: number;
-  /** What the stall limit and the linger are measured on. */
-  clock: Clock;
-  /** The agent-wide total of bytes waiting for targets. */
-  budget: BufferBudget;
-  metrics: AgentMetrics;
-  log: Logger;
   onClosed: (conn: EndpointConnection) => void;
   /** Over budget but still reading: the owner pauses the stream until `onUnderBudget`. */
   onOverBudget: (conn: EndpointConnection) => void;
@@ -68,9 +61,9 @@ export class EndpointConnection implements BufferHolder, TurnReader {
   /** Its rule's counts, where it adds its bytes too, once its dial is recorded (the connection table sets them). */
   traffic: RuleTraffic | undefined = undefined;
   private readonly flushed = () => {
-    this.lastProgress = this.opts.clock.now();
+    this.lastProgress = this.opts.tunnel.clock.now();
     this.account();
-    if (this.overBudget && this.socket.writableLength <= this.opts.maxBuffer / 2) {
+    if (this.overBudget && this.socket.writableLength <= this.opts.tunnel.maxBuffer / 2) {
       this.overBudget = false;
       this.opts.onUnderBudget(this);
     }
@@ -84,10 +77,10 @@ export class EndpointConnection implements BufferHolder, TurnReader {
     /** Its dial, which holds its bytes each way and how it closed. */
     readonly dial: Dial,
   ) {
-    opts.metrics.endpointCounts.open++;
-    this.lastProgress = opts.clock.now();
+    opts.tunnel.metrics.endpointCounts.open++;
+    this.lastProgress = opts.tunnel.clock.now();
     this.wireID = BigInt(connectID);
-    opts.budget.register(this);
+    opts.tunnel.budget.register(this);
   }
 
   /** Tells the budget what the socket's write buffer holds now. */
@@ -95,7 +88,7 @@ export class EndpointConnection implements BufferHolder, TurnReader {
     if (this.released) return;
     const now = this.socket.writableLength;
     if (now === this.buffered) return;
-    this.opts.budget.add(now - this.buffered);
+    this.opts.tunnel.budget.add(now - this.buffered);
     this.buffered = now;
   }
 
@@ -103,12 +96,12 @@ export class EndpointConnection implements BufferHolder, TurnReader {
   private release(): void {
     if (this.released) return;
     this.released = true;
-    this.opts.budget.add(-this.buffered);
+    this.opts.tunnel.budget.add(-this.buffered);
     this.buffered = 0;
-    this.opts.budget.unregister(this);
+    this.opts.tunnel.budget.unregister(this);
     if (this.closing) {
       this.closing = false;
-      this.opts.metrics.endpointCounts.closing--;
+      this.opts.tunnel.metrics.endpointCounts.closing--;
     }
   }
 
@@ -143,7 +136,7 @@ export class EndpointConnection implements BufferHolder, TurnReader {
   /** Sends target bytes as DATA; false when the socket must stop reading until its next turn. */
   private readonly relay = (chunk: Uint8Array): boolean => {
     if (this.closed) return true;
-    this.opts.metrics.countBytesFromTarget(chunk.length);
+    this.opts.tunnel.metrics.countBytesFromTarget(chunk.length);
     this.dial.bytesFromTarget += chunk.length;
     if (this.traffic) this.traffic.fromTarget += chunk.length;
     this.sink.sendData(this.wireID, chunk);
@@ -169,16 +162,16 @@ export class EndpointConnection implements BufferHolder, TurnReader {
   /** DATA from the hub. */
   write(data: Buffer): void {
     if (this.closed) return;
-    this.opts.metrics.countBytesToTarget(data.length);
+    this.opts.tunnel.metrics.countBytesToTarget(data.length);
     this.dial.bytesToTarget += data.length;
     if (this.traffic) this.traffic.toTarget += data.length;
     // A target's stall clock starts when bytes start waiting for it, not at its last write.
-    if (this.buffered === 0) this.lastProgress = this.opts.clock.now();
+    if (this.buffered === 0) this.lastProgress = this.opts.tunnel.clock.now();
     this.socket.write(data, this.flushed);
     this.account();
     const buffered = this.socket.writableLength;
     if (buffered > this.highWater) this.highWater = buffered;
-    if (buffered > this.opts.maxBuffer && !this.overBudget) {
+    if (buffered > this.opts.tunnel.maxBuffer && !this.overBudget) {
       if (this.isStalled()) return this.closeStalled();
       this.overBudget = true;
       this.opts.onOverBudget(this);
@@ -187,14 +180,14 @@ export class EndpointConnection implements BufferHolder, TurnReader {
 
   /** Over budget and no byte accepted by the target for `stallMs`. */
   isStalled(): boolean {
-    return this.opts.clock.now() - this.lastProgress >= this.opts.stallMs;
+    return this.opts.tunnel.clock.now() - this.lastProgress >= this.opts.stallMs;
   }
 
   /** Closes a target that stopped reading, so it no longer holds the stream or memory. */
   closeStalled(): void {
-    this.opts.metrics.bufferOverflows.inc();
+    this.opts.tunnel.metrics.bufferOverflows.inc();
     this.finish(
-      `target stopped reading: more than ${this.opts.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`,
+      `target stopped reading: more than ${this.opts.tunnel.maxBuffer} bytes buffered and none accepted for ${this.opts.stallMs}ms`,
       'target stalled',
       true,
     );
@@ -234,7 +227,7 @@ export class EndpointConnection implements BufferHolder, TurnReader {
     if (destroyNow || this.socket.destroyed || this.socket.writableFinished) return this.destroy();
     // The final bytes get flushed, then the socket is released without waiting for the target to
     // close its side (the protocol has no half-close), and after `lingerMs` at most.
-    const cancel = this.opts.clock.after(this.opts.lingerMs, () => this.destroy());
+    const cancel = this.opts.tunnel.clock.after(this.opts.lingerMs, () => this.destroy());
     this.socket.once('finish', () => {
       cancel();
       this.destroy();
@@ -248,15 +241,18 @@ export class EndpointConnection implements BufferHolder, TurnReader {
     this.dial.close(why);
     if (!this.released) {
       this.closing = true;
-      this.opts.metrics.endpointCounts.closing++;
+      this.opts.tunnel.metrics.endpointCounts.closing++;
     }
     if (this.overBudget) {
       this.overBudget = false;
       this.opts.onUnderBudget(this);
     }
-    this.opts.metrics.endpointCounts.open--;
-    this.opts.metrics.bufferHighWater.observe(this.highWater);
-    this.opts.log.debug({ connectID: this.connectID, why, highWater: this.highWater }, 'endpoint connection closed');
+    this.opts.tunnel.metrics.endpointCounts.open--;
+    this.opts.tunnel.metrics.bufferHighWater.observe(this.highWater);
+    this.opts.tunnel.log.debug(
+      { connectID: this.connectID, why, highWater: this.highWater },
+      'endpoint connection closed',
+    );
     this.opts.onClosed(this);
   }
 }

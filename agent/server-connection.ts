@@ -1,5 +1,5 @@
 // The agent's connection to one proxy-server replica (the Go agent's client.go): one HTTP/2 session
-// (agent-session.ts) and on it one Connect stream per identifier group (registration.ts). The first
+// (agent-session.ts) and on it one Connect stream per identifier group (server-stream.ts). The first
 // stream carries the agent's own identifiers (--agent-identifiers, the cluster's names) and the
 // server's serverID and serverCount headers; each group of rule names that come and go together (an
 // exposed Service and its hashed name) has a stream of its own, opened and retired as rules change.
@@ -13,12 +13,12 @@ import type { Logger } from '../observability/log.js';
 import { AgentSession, type HubTcp, type LossCause } from './agent-session.js';
 import { Backoff } from '../clock/backoff.js';
 import type { ServerCredentials } from './credentials.js';
-import { Registration, type RegistrationOptions } from './registration.js';
+import { ServerStream, type ServerStreamOptions } from './server-stream.js';
 
-/** What every stream of a connection is opened with (registration.ts), and what the connection adds. */
-export interface ServerConnectionOptions extends Omit<RegistrationOptions, 'identifiers' | 'authorization'> {
+/** What every stream of a connection is opened with (server-stream.ts), and what the connection adds. */
+export interface ServerConnectionOptions extends Omit<ServerStreamOptions, 'identifiers' | 'authorization'> {
   /** host:port of the proxy-server's agent port. */
-  target: string;
+  address: string;
   credentials: ServerCredentials;
   /** The first stream's identifiers: the agent's own, which do not change while it runs. */
   identifiers: string;
@@ -51,11 +51,11 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   lossCause?: LossCause;
   readonly log: Logger;
   private session?: AgentSession;
-  private primary?: Registration;
+  private firstStream?: ServerStream;
   /** The group streams in force, by their identifiers. */
-  private readonly groupStreams = new Map<string, Registration>();
+  private readonly groupStreams = new Map<string, ServerStream>();
   private readonly opening = new Set<string>();
-  private readonly retiring = new Set<Registration>();
+  private readonly retiring = new Set<ServerStream>();
   /** The rule names, a stream per group (setGroups, once the connection is adopted: a duplicate of a server already held opens none). */
   private wanted: readonly string[] = [];
   private readonly retryBackoff: Backoff;
@@ -65,7 +65,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   private constructor(private readonly opts: ServerConnectionOptions) {
     super();
-    this.log = opts.log;
+    this.log = opts.tunnel.log;
     this.retryBackoff = new Backoff({ initialMs: 1000, capMs: 30_000 }, opts.random);
   }
 
@@ -84,9 +84,9 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     return conn;
   }
 
-  private registration(identifiers: string): Registration {
-    const { target, credentials, keepaliveMs, tcp, drainTimeoutMs, random, resume, ...common } = this.opts;
-    return new Registration({
+  private newStream(identifiers: string): ServerStream {
+    const { address, credentials, keepaliveMs, tcp, drainTimeoutMs, random, resume, ...common } = this.opts;
+    return new ServerStream({
       ...common,
       identifiers,
       authorization: credentials.authorization,
@@ -97,7 +97,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   private async connect(): Promise<void> {
     const { opts } = this;
     this.session = await AgentSession.open({
-      target: opts.target,
+      address: opts.address,
       secure: async (socket) => {
         const { tls } = opts.credentials;
         const secured = await tls.handshake(socket, opts.resume?.session);
@@ -112,7 +112,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
       windowBytes: 4 << 20,
       keepaliveMs: opts.keepaliveMs,
       keepaliveTimeoutMs: 20_000,
-      clock: opts.clock,
+      clock: opts.tunnel.clock,
       tcp: opts.tcp,
       onClose: (status, cause) => {
         if (!this.closed) this.lossCause = cause;
@@ -121,9 +121,9 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     });
     if (this.session.tcpProblem)
       this.log.debug({ problem: this.session.tcpProblem }, 'TCP fault detection not applied');
-    const primary = this.registration(opts.identifiers);
-    this.primary = primary;
-    const headers = await primary.open(this.session);
+    const firstStream = this.newStream(opts.identifiers);
+    this.firstStream = firstStream;
+    const headers = await firstStream.open(this.session);
     const one = (name: string): string => {
       const value = headers[name.toLowerCase()];
       const values = value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -141,7 +141,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     this.serverCount = count;
     // The first stream is the connection: when the server ends it, it has let the agent go. (Once
     // draining, the streams retire one by one, and closeWhenIdle ends the connection after the last.)
-    primary.onClosed((reason) => {
+    firstStream.onClosed((reason) => {
       // A connection that is going ends its streams first and says why when it has closed (onClose).
       if (this.drained || !this.session?.ready) return;
       // The connection is up: the server let the agent go.
@@ -155,17 +155,17 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     this.wanted = groups;
     if (this.closed || this.drained) return;
     const wanted = new Set(groups);
-    for (const [identifiers, reg] of this.groupStreams) {
+    for (const [identifiers, stream] of this.groupStreams) {
       if (wanted.has(identifiers)) continue;
       this.groupStreams.delete(identifiers);
-      this.retireStream(reg, 'its names are no longer served');
+      this.retireStream(stream, 'its names are no longer served');
     }
     void this.openMissingGroups();
   }
 
-  private retireStream(reg: Registration, reason: string): void {
-    this.retiring.add(reg);
-    void reg.retire(this.opts.drainTimeoutMs, reason).then(() => this.retiring.delete(reg));
+  private retireStream(stream: ServerStream, reason: string): void {
+    this.retiring.add(stream);
+    void stream.retire(this.opts.drainTimeoutMs, reason).then(() => this.retiring.delete(stream));
   }
 
   private async openMissingGroups(): Promise<void> {
@@ -176,9 +176,9 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
         if (this.closed || this.drained) return;
         const session = this.session!;
         this.opening.add(identifiers);
-        const reg = this.registration(identifiers);
+        const stream = this.newStream(identifiers);
         try {
-          await reg.open(session);
+          await stream.open(session);
         } catch (err) {
           failed.push(identifiers);
           this.log.warn(
@@ -191,12 +191,12 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
         }
         if (this.closed || this.drained || !this.wanted.includes(identifiers))
           return this.closed
-            ? reg.close('connection closed')
-            : this.retireStream(reg, 'its names are no longer served');
-        this.groupStreams.set(identifiers, reg);
+            ? stream.close('connection closed')
+            : this.retireStream(stream, 'its names are no longer served');
+        this.groupStreams.set(identifiers, stream);
         this.log.debug({ serverID: this.serverID, identifiers }, 'registered names');
-        reg.onClosed((reason) => {
-          if (this.groupStreams.get(identifiers) !== reg || this.drained || this.closed) return;
+        stream.onClosed((reason) => {
+          if (this.groupStreams.get(identifiers) !== stream || this.drained || this.closed) return;
           // Ended by the server while the names are still served: open it again.
           this.groupStreams.delete(identifiers);
           this.log.warn({ serverID: this.serverID, identifiers, reason }, 'a stream for rule names ended: reopening');
@@ -210,7 +210,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
 
   private scheduleRetry(): void {
     if (this.cancelRetry || this.closed || this.drained) return;
-    this.cancelRetry = this.opts.clock.after(this.retryBackoff.next(), () => {
+    this.cancelRetry = this.opts.tunnel.clock.after(this.retryBackoff.next(), () => {
       this.cancelRetry = undefined;
       void this.openMissingGroups();
     });
@@ -222,18 +222,18 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
   }
 
   /** Every stream of this connection, the retiring ones too. */
-  registrations(): Registration[] {
-    return [...(this.primary ? [this.primary] : []), ...this.groupStreams.values(), ...this.retiring];
+  streams(): ServerStream[] {
+    return [...(this.firstStream ? [this.firstStream] : []), ...this.groupStreams.values(), ...this.retiring];
   }
 
   /** Connections open through this server, over all its streams. */
   get connectionCount(): number {
-    return this.registrations().reduce((n, r) => n + r.table.connectionCount, 0);
+    return this.streams().reduce((n, r) => n + r.table.connectionCount, 0);
   }
 
   /** Dials in progress through this server, over all its streams. */
   get pendingDialCount(): number {
-    return this.registrations().reduce((n, r) => n + r.table.pendingDialCount, 0);
+    return this.streams().reduce((n, r) => n + r.table.pendingDialCount, 0);
   }
 
   get isClosed(): boolean {
@@ -254,9 +254,9 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     if (this.drained || this.closed) return;
     this.drained = true;
     this.cancelRetry?.();
-    for (const reg of this.registrations()) reg.drain();
+    for (const stream of this.streams()) stream.drain();
     this.log.info(
-      { serverID: this.serverID, streams: this.registrations().length },
+      { serverID: this.serverID, streams: this.streams().length },
       'draining the connection to the proxy-server',
     );
   }
@@ -268,15 +268,15 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
    */
   async closeWhenIdle(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const { clock } = this.opts;
+    const { clock } = this.opts.tunnel;
     const deadline = clock.now() + timeoutMs;
-    const { primary } = this;
+    const { firstStream } = this;
     await Promise.all(
-      this.registrations()
-        .filter((r) => r !== primary)
+      this.streams()
+        .filter((r) => r !== firstStream)
         .map((r) => r.retire(timeoutMs, reason)),
     );
-    await primary?.retire(Math.max(0, deadline - clock.now()), reason);
+    await firstStream?.retire(Math.max(0, deadline - clock.now()), reason);
     this.close(reason, true);
   }
 
@@ -285,7 +285,7 @@ export class ServerConnection extends EventEmitter<{ closed: [reason: string] }>
     if (this.closed) return;
     this.closed = true;
     this.cancelRetry?.();
-    for (const reg of this.registrations()) reg.close(reason);
+    for (const stream of this.streams()) stream.close(reason);
     if (graceful) this.session?.end();
     else this.session?.close();
     this.log.info({ serverID: this.serverID, reason }, 'disconnected from proxy-server');

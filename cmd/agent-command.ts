@@ -237,7 +237,7 @@ async function startPolicy(
 
 interface Hub {
   /** host:port of each proxy-server address. */
-  targets: string[];
+  serverAddresses: string[];
   /** The agent's options, with the local hub's credentials when it runs one. */
   options: Options;
   local?: LocalHub;
@@ -247,16 +247,20 @@ interface Hub {
 async function hubToConnect(flags: Flags, options: Options, { log, started }: Context): Promise<Hub> {
   if (flags.given.has('proxy-server-host')) {
     // Each --proxy-server-host is HOST or HOST:PORT (a bare IPv6 address takes --proxy-server-port).
-    const targets = options.proxyServerHost.map((h) =>
+    const serverAddresses = options.proxyServerHost.map((h) =>
       typeof splitHostPort(h) === 'string' ? joinHostPort(h, options.proxyServerPort) : h,
     );
-    return { targets, options };
+    return { serverAddresses, options };
   }
   const local = await (await import('./local-hub.js')).startLocalHub(log);
   started.add(() => local.close());
   // A local demo: keep /debug and /metrics (unauthenticated outside a cluster) off other interfaces.
   const healthServerHost = flags.given.has('health-server-host') ? options.healthServerHost : '127.0.0.1';
-  return { targets: [local.agentTarget], options: { ...options, ...local.agentCredentials, healthServerHost }, local };
+  return {
+    serverAddresses: [local.agentTarget],
+    options: { ...options, ...local.agentCredentials, healthServerHost },
+    local,
+  };
 }
 
 function createAgent(
@@ -266,7 +270,7 @@ function createAgent(
   policy: DialPolicy,
   { log, registry }: Context,
 ): Agent {
-  return new Agent(hub.options, hub.targets, {
+  return new Agent(hub.options, hub.serverAddresses, {
     log,
     registry,
     resolve: policy.resolve,
@@ -423,7 +427,7 @@ function startAgent(agent: Agent, hub: Hub, { log, started }: Context): void {
   log.info(
     {
       agentID: agent.agentID,
-      targets: hub.targets,
+      targets: hub.serverAddresses,
       identifiers: agent.identifiers,
       memoryLimit: agent.memoryLimit ?? 'none',
       heapLimit: getHeapStatistics().heap_size_limit,

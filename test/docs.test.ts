@@ -1,8 +1,8 @@
 // The documentation stays true: the generated tables of the component READMEs match the code
 // (`npm run docs`), every metric the agent registers is in some component's table, every source file
 // has a line in its folder README's table of files (and every file tabled exists), every README's
-// local links resolve, the front door stays a front door, and CONTRIBUTING.md's layout lists every
-// folder with the floor its imports run down from.
+// local links resolve, the front door stays a front door, CONTRIBUTING.md's layout lists every
+// folder with the floor its imports run down from, and its Words name every exported class of agent/ and hub/.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -155,5 +155,17 @@ describe('CONTRIBUTING.md layout', () => {
       }),
     );
     expect(upwards, `imports from floor ${floor} that do not run down`).toEqual([]);
+  });
+});
+
+describe("CONTRIBUTING.md's Words", () => {
+  it.each(['agent', 'hub'])('name every exported class of %s/', (folder) => {
+    const words = read('CONTRIBUTING.md').split('\n## Words\n')[1]!.split('\n## ')[0]!;
+    const named = new Set([...words.matchAll(/`(\w+)`/g)].map(([, name]) => name));
+    const classes = sourceFiles(folder).flatMap((file) =>
+      [...read(file).matchAll(/^export (?:abstract )?class (\w+)/gm)].map(([, name]) => `${file}: ${name}`),
+    );
+    expect(classes.length).toBeGreaterThan(3);
+    expect(classes.filter((c) => !named.has(c.split(': ')[1]))).toEqual([]);
   });
 });

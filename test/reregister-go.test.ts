@@ -116,7 +116,7 @@ function suite(release: AnpRelease): void {
       // A DIAL_RSP after the frontend gave up on it would mean a dial answered too late.
       expect(server.lines(/DIAL_RSP not recognized/, from)).toEqual([]);
       // the streams of the names gone close once the server stops routing to them
-      const streams = () => spoke.agent.agent.clients.connections()[0]!.registrations().length;
+      const streams = () => spoke.agent.agent.clients.connections()[0]!.streams().length;
       await expect.poll(streams, { timeout: 10_000 }).toBe(1 + 11); // the agent's own, stable, gen21..gen30
       await expect(echoThrough('gen20.cluster1', 2000)).rejects.toThrow(/No agent available/);
     }, 60_000);

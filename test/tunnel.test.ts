@@ -251,7 +251,7 @@ describe('agent behaviour seen by the hub', () => {
         // A frontend that sends DATA for a connection it never dialed: the hub has nothing to
         // route, so drive the agent directly through the hub's agent stream API instead.
         const conn = agent.agent.clients.connections()[0]!;
-        conn.registrations()[0]!.table.handle({
+        conn.streams()[0]!.table.handle({
           type: PacketType.DATA,
           data: { connectID: '987654321', data: Buffer.from('junk'), error: '' },
         });

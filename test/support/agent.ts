@@ -12,11 +12,11 @@ export interface StartedAgent {
   ready(n?: number, timeoutMs?: number): Promise<void>;
 }
 
-export function startAgent(targets: string[], flags: string[], deps: Partial<AgentDeps> = {}): StartedAgent {
+export function startAgent(serverAddresses: string[], flags: string[], deps: Partial<AgentDeps> = {}): StartedAgent {
   const { values } = parseFlags(agentFlags, flags);
   const problem = validateAgentOptions(values);
   if (problem) throw new Error(problem);
-  const agent = new Agent(values, targets, {
+  const agent = new Agent(values, serverAddresses, {
     log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent', 'agent'),
     ...deps,
   });

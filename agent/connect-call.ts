@@ -39,14 +39,14 @@ export function grpcStatusName(code: number): string {
 }
 
 /** How a stream ended: gRPC's status, from the server's trailers or what we make of a reset. */
-export interface StreamStatus {
+export interface CallStatus {
   code: number;
   details: string;
 }
 
-export interface ConnectStreamOptions {
+export interface ConnectCallOptions {
   /** host:port of the proxy-server's agent port, for messages. */
-  target: string;
+  address: string;
   /** Request metadata, lower-case names (the agent's ID and identifiers, a bearer token). */
   metadata: Record<string, string>;
   /** How long to wait for the server's response headers, on `clock`. */
@@ -56,21 +56,21 @@ export interface ConnectStreamOptions {
   /** Each message from the server, in order; the buffer may be a view into the received chunk. */
   onMessage: (message: Buffer) => void;
   /** Once, however the stream ends (after `open` resolved). */
-  onEnd: (status: StreamStatus) => void;
+  onEnd: (status: CallStatus) => void;
 }
 
 /** One AgentService/Connect call on an HTTP/2 session (agent-session.ts holds the connection). */
-export class ConnectStream {
+export class ConnectCall {
   private ended = false;
   private readonly reader: GrpcMessageReader;
   /** The server's trailers, or an error seen before the stream closed. */
-  private status?: StreamStatus;
+  private status?: CallStatus;
   private readonly endListeners: Array<() => void> = [];
 
   private constructor(
     private readonly stream: http2.ClientHttp2Stream,
     readonly responseHeaders: http2.IncomingHttpHeaders,
-    private readonly opts: ConnectStreamOptions,
+    private readonly opts: ConnectCallOptions,
   ) {
     this.reader = new GrpcMessageReader(opts.maxMessageBytes);
     stream.on('data', (chunk: Buffer) => {
@@ -99,7 +99,7 @@ export class ConnectStream {
   }
 
   /** Sends the request headers on `session` and waits for the server's response headers. */
-  static open(session: http2.ClientHttp2Session, opts: ConnectStreamOptions): Promise<ConnectStream> {
+  static open(session: http2.ClientHttp2Session, opts: ConnectCallOptions): Promise<ConnectCall> {
     return new Promise((resolve, reject) => {
       let settled = false;
       const stream = session.request({
@@ -125,10 +125,10 @@ export class ConnectStream {
       };
       const onError = (err: Error) => fail(new Error(err.message));
       const onClose = () =>
-        fail(new Error(`${opts.target} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
-      const onSessionClose = () => fail(new Error(`${opts.target} closed the connection before answering`));
+        fail(new Error(`${opts.address} ended the stream before answering (HTTP/2 error ${stream.rstCode})`));
+      const onSessionClose = () => fail(new Error(`${opts.address} closed the connection before answering`));
       const cancelTimeout = opts.clock.after(opts.timeoutMs, () =>
-        fail(new Error(`no response headers from ${opts.target} within ${opts.timeoutMs}ms`)),
+        fail(new Error(`no response headers from ${opts.address} within ${opts.timeoutMs}ms`)),
       );
       stream.once('error', onError).once('close', onClose);
       session.once('close', onSessionClose);
@@ -137,7 +137,7 @@ export class ConnectStream {
         if (refused) return fail(new Error(refused));
         settled = true;
         cleanup();
-        resolve(new ConnectStream(stream, headers, opts));
+        resolve(new ConnectCall(stream, headers, opts));
       });
     });
   }
@@ -188,11 +188,11 @@ export class ConnectStream {
   }
 
   /** The connection under the stream is gone (agent-session.ts). */
-  connectionLost(status: StreamStatus): void {
+  connectionLost(status: CallStatus): void {
     this.finish(this.status ?? status);
   }
 
-  private finish(status: StreamStatus): void {
+  private finish(status: CallStatus): void {
     if (this.ended) return;
     this.ended = true;
     this.opts.onEnd(status);
@@ -212,7 +212,7 @@ function refusal(headers: http2.IncomingHttpHeaders): string | undefined {
   return undefined;
 }
 
-function statusOf(headers: http2.IncomingHttpHeaders): StreamStatus | undefined {
+function statusOf(headers: http2.IncomingHttpHeaders): CallStatus | undefined {
   const code = headers['grpc-status'];
   if (code === undefined) return undefined;
   const message = String(headers['grpc-message'] ?? '');
@@ -226,7 +226,7 @@ function statusOf(headers: http2.IncomingHttpHeaders): StreamStatus | undefined 
 }
 
 /** gRPC's mapping of an HTTP/2 RST_STREAM code to a status (the server sent no trailers). */
-function resetStatus(rstCode: number | undefined): StreamStatus {
+function resetStatus(rstCode: number | undefined): CallStatus {
   const c = http2.constants;
   switch (rstCode) {
     case c.NGHTTP2_REFUSED_STREAM:

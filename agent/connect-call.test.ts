@@ -13,7 +13,7 @@ import { TcpBalancer } from '../test/support/tcp-balancer.js';
 import { waitUntil } from '../test/support/wait.js';
 import { systemClock } from '../clock/clock.js';
 import { AgentSession, type LossCause, type AgentSessionOptions } from './agent-session.js';
-import { GrpcStatus, type ConnectStreamOptions, type StreamStatus } from './connect-stream.js';
+import { GrpcStatus, type ConnectCallOptions, type CallStatus } from './connect-call.js';
 import { ServerTls } from './server-tls.js';
 
 const pki = makePki();
@@ -58,17 +58,17 @@ function frame(body: string): Buffer {
 }
 
 type Overrides = Partial<
-  Pick<ConnectStreamOptions, 'timeoutMs' | 'metadata'> &
-    Pick<AgentSessionOptions, 'target' | 'keepaliveMs' | 'keepaliveTimeoutMs' | 'clock'>
+  Pick<ConnectCallOptions, 'timeoutMs' | 'metadata'> &
+    Pick<AgentSessionOptions, 'address' | 'keepaliveMs' | 'keepaliveTimeoutMs' | 'clock'>
 >;
 
 async function session(overrides: Overrides = {}) {
-  let resolveClose!: (s: StreamStatus) => void;
-  const closed = new Promise<StreamStatus>((r) => (resolveClose = r));
+  let resolveClose!: (s: CallStatus) => void;
+  const closed = new Promise<CallStatus>((r) => (resolveClose = r));
   let resolveCause!: (c: LossCause) => void;
   const cause = new Promise<LossCause>((r) => (resolveCause = r));
   const s = await AgentSession.open({
-    target: overrides.target ?? `127.0.0.1:${port}`,
+    address: overrides.address ?? `127.0.0.1:${port}`,
     secure: (socket) => tls.handshake(socket),
     timeoutMs: 20_000, // bounds a failure only
     windowBytes: 1 << 20,
@@ -87,9 +87,9 @@ async function session(overrides: Overrides = {}) {
 
 async function streamOn(s: AgentSession, overrides: Overrides = {}) {
   const messages: string[] = [];
-  let resolveEnd!: (s: StreamStatus) => void;
-  const ended = new Promise<StreamStatus>((r) => (resolveEnd = r));
-  const stream = await s.openStream({
+  let resolveEnd!: (s: CallStatus) => void;
+  const ended = new Promise<CallStatus>((r) => (resolveEnd = r));
+  const stream = await s.openCall({
     metadata: overrides.metadata ?? { agentid: 'a1', agentidentifiers: 'host=c1' },
     timeoutMs: overrides.timeoutMs ?? 20_000,
     maxMessageBytes: 1000,
@@ -106,7 +106,7 @@ async function connect(overrides: Overrides = {}) {
 
 const grpcHeaders = { ':status': 200, 'content-type': 'application/grpc', serverid: 's1', servercount: '2' };
 
-describe('ConnectStream', () => {
+describe('ConnectCall', () => {
   it('sends gRPC request headers with the metadata, and reads the response headers', async () => {
     let seen: http2.IncomingHttpHeaders = {};
     handler = (stream, headers) => {
@@ -287,7 +287,7 @@ describe('ConnectStream', () => {
         ended,
         closed,
         cause,
-      } = await connect({ target: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300, clock });
+      } = await connect({ address: `127.0.0.1:${relayPort}`, keepaliveMs: 100, keepaliveTimeoutMs: 300, clock });
       // Three rounds: the PING goes out, and its answer (the next PING scheduled, its timeout cancelled)
       // comes before the clock is moved on.
       for (let i = 0; i < 3; i++) {
@@ -312,7 +312,7 @@ describe('ConnectStream', () => {
     const relay = new TcpBalancer([port]);
     const relayPort = await relay.listen();
     try {
-      const { closed, cause } = await connect({ target: `127.0.0.1:${relayPort}` });
+      const { closed, cause } = await connect({ address: `127.0.0.1:${relayPort}` });
       relay.reset();
       expect((await closed).code).toBe(GrpcStatus.UNAVAILABLE);
       expect(await cause).toBe('closed');

@@ -1,5 +1,6 @@
-// One Connect stream of the agent on a server connection: the identifiers it registered with, the
-// ConnectionTable that serves the dials the server routes to it, write back-pressure, DRAIN, and retirement.
+// One stream of the agent on a server connection, over its gRPC call (connect-call.ts): the
+// identifiers it registered with, the ConnectionTable that serves the dials the server routes to it,
+// write back-pressure, DRAIN, and retirement.
 // A retired stream stays open until the server has stopped routing to it: no dial pending, no
 // connection open, and no DIAL_REQ for a quiet period after its DRAIN (the server marks it draining
 // when it reads the DRAIN, and routes elsewhere from then on when it can); a DIAL_REQ that arrives
@@ -8,16 +9,13 @@
 // deadline: "frontend stream shutdown, cleaning dial").
 import { decodePacket, encodeDataFrame, encodeFrame } from '../proto/packet-codec.js';
 import { Header, PacketType, type OutPacket, type Packet } from '../proto/packet-types.js';
-import type { Logger } from '../observability/log.js';
-import { sleep, type Clock } from '../clock/clock.js';
+import { sleep } from '../clock/clock.js';
 import type { AgentSession } from './agent-session.js';
-import type { BufferBudget } from './buffer-budget.js';
-import { GrpcStatus, grpcStatusName, type ConnectStream, type StreamStatus } from './connect-stream.js';
-import type { AgentMetrics } from './metrics.js';
-import { ConnectionTable, type Dialer, type MalformedPacket } from './connection-table.js';
-import type { DialRecorder } from './dial-recorder.js';
+import { GrpcStatus, grpcStatusName, type ConnectCall, type CallStatus } from './connect-call.js';
+import { ConnectionTable, type MalformedPacket } from './connection-table.js';
 import { SendTurns } from './send-turns.js';
 import { FrameRing } from './frame-ring.js';
+import type { TunnelContext } from './tunnel-context.js';
 
 /**
  * What one stream may hold of its targets' bytes before they read in turns (send-turns.ts): enough
@@ -37,32 +35,25 @@ function decode(bytes: Buffer): Packet | MalformedPacket {
   }
 }
 
-export interface RegistrationOptions {
+export interface ServerStreamOptions {
   agentID: string;
   /** The identifiers this stream registers (URL-query form; '' for none). */
   identifiers: string;
   /** The `authorization` header, read now (a bearer token file is re-read for every stream). */
   authorization?: () => string;
   handshakeTimeoutMs: number;
-  dial: Dialer;
-  /** Where each dial is told (connection-table.ts). */
-  dials?: DialRecorder;
   /** The proxy-server's ID (known once the first stream is open). */
   server?: () => string;
-  maxBuffer: number;
-  budget: BufferBudget;
-  connectIDs: () => string;
   /** How long after its last DIAL_REQ a retired stream counts as no longer routed to. */
   quietMs: number;
-  metrics: AgentMetrics;
-  log: Logger;
-  /** The quiet period, the retirement's deadline and the grace after a graceful close run on it. */
-  clock: Clock;
+  /** What every layer shares (tunnel-context.ts); the quiet period, the retirement's deadline and the grace after a graceful close run on its clock. */
+  tunnel: TunnelContext;
 }
 
-export class Registration {
+export class ServerStream {
   readonly table: ConnectionTable;
-  private stream?: ConnectStream;
+  /** The gRPC call that carries it (connect-call.ts), once open. */
+  private call?: ConnectCall;
   /** Where DATA frames are encoded, reused once written out (frame-ring.ts). */
   private readonly frames = new FrameRing(streamFrameRing);
   private readonly frameWritten = () => this.frames.release();
@@ -80,13 +71,13 @@ export class Registration {
   private readonly streamEnded: Promise<void>;
   private endStream!: () => void;
 
-  constructor(private readonly opts: RegistrationOptions) {
+  constructor(private readonly opts: ServerStreamOptions) {
     this.turns = new SendTurns({
-      queued: () => this.stream?.queuedBytes ?? 0,
+      queued: () => this.call?.queuedBytes ?? 0,
       limit: streamSendLimit,
       defer: setImmediate,
-      clock: opts.clock,
-      observer: opts.metrics,
+      clock: opts.tunnel.clock,
+      observer: opts.tunnel.metrics,
     });
     this.streamEnded = new Promise((resolve) => (this.endStream = resolve));
     this.table = new ConnectionTable({
@@ -95,17 +86,10 @@ export class Registration {
         sendData: (id, payload) => this.sendData(id, payload),
         turns: this.turns,
       },
-      dial: opts.dial,
-      dials: opts.dials,
+      tunnel: opts.tunnel,
       server: opts.server,
-      maxBuffer: opts.maxBuffer,
-      budget: opts.budget,
-      connectIDs: opts.connectIDs,
-      clock: opts.clock,
-      pauseIncoming: () => this.stream?.pause(),
-      resumeIncoming: () => this.stream?.resume(),
-      metrics: opts.metrics,
-      log: opts.log,
+      pauseIncoming: () => this.call?.pause(),
+      resumeIncoming: () => this.call?.resume(),
     });
   }
 
@@ -115,9 +99,9 @@ export class Registration {
     const metadata: Record<string, string> = { [Header.agentID.toLowerCase()]: opts.agentID };
     if (opts.identifiers) metadata[Header.agentIdentifiers.toLowerCase()] = opts.identifiers;
     if (opts.authorization) metadata[Header.authorization.toLowerCase()] = opts.authorization();
-    let stream: ConnectStream;
+    let call: ConnectCall;
     try {
-      stream = await session.openStream({
+      call = await session.openCall({
         metadata,
         timeoutMs: opts.handshakeTimeoutMs,
         maxMessageBytes: 32 << 20,
@@ -128,40 +112,44 @@ export class Registration {
       this.endStream();
       throw err;
     }
-    this.stream = stream;
-    stream.onDrain(() => this.turns.drained());
-    if (this.closed) stream.cancel();
-    return stream.responseHeaders;
+    this.call = call;
+    call.onDrain(() => this.turns.drained());
+    if (this.closed) call.cancel();
+    return call.responseHeaders;
   }
 
   private receive(packet: Packet | MalformedPacket): void {
-    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = this.opts.clock.now();
+    if (!('malformed' in packet) && packet.type === PacketType.DIAL_REQ) this.lastDialAt = this.opts.tunnel.clock.now();
     this.table.handle(packet);
   }
 
   /** The server ended the stream (or the connection went): as grpc-js worded it, so logs stay comparable. */
-  private ended(status: StreamStatus): void {
+  private ended(status: CallStatus): void {
     this.cancelGrace?.();
     this.endStream();
     if (this.closed) return;
     if (status.code === GrpcStatus.OK) return this.close('stream ended by server');
-    this.opts.metrics.streamErrors.inc({ segment: 'to_agent', code: String(status.code), packet_type: 'UNKNOWN' });
+    this.opts.tunnel.metrics.streamErrors.inc({
+      segment: 'to_agent',
+      code: String(status.code),
+      packet_type: 'UNKNOWN',
+    });
     this.close(`stream error: ${grpcStatusName(status.code)}: ${status.details}`);
   }
 
   /** Writes a packet. Control packets are never held back; the stream's turns bound DATA. */
   send(packet: OutPacket): void {
-    if (this.closed || !this.stream) return;
-    this.opts.metrics.observePacket('from_agent', packet.type);
-    this.stream.write(encodeFrame(packet));
+    if (this.closed || !this.call) return;
+    this.opts.tunnel.metrics.observePacket('from_agent', packet.type);
+    this.call.write(encodeFrame(packet));
   }
 
   private sendData(connectID: bigint, payload: Uint8Array): void {
-    if (this.closed || !this.stream) return;
-    this.opts.metrics.observePacket('from_agent', PacketType.DATA);
+    if (this.closed || !this.call) return;
+    this.opts.tunnel.metrics.observePacket('from_agent', PacketType.DATA);
     const frame = encodeDataFrame(connectID, payload, this.frames);
-    if (this.frames.owns(frame)) this.stream.write(frame, this.frameWritten);
-    else this.stream.write(frame);
+    if (this.frames.owns(frame)) this.call.write(frame, this.frameWritten);
+    else this.call.write(frame);
   }
 
   onClosed(listener: (reason: string) => void): void {
@@ -173,10 +161,10 @@ export class Registration {
   drain(): void {
     if (this.drained || this.closed) return;
     this.drained = true;
-    this.drainedAt = this.opts.clock.now();
-    this.opts.metrics.drains.inc();
+    this.drainedAt = this.opts.tunnel.clock.now();
+    this.opts.tunnel.metrics.drains.inc();
     this.send({ type: PacketType.DRAIN, drain: {} });
-    this.opts.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
+    this.opts.tunnel.log.info({ identifiers: this.opts.identifiers || undefined }, 'sent DRAIN');
   }
 
   /**
@@ -190,7 +178,7 @@ export class Registration {
 
   private async retireWhenQuiet(timeoutMs: number, reason: string): Promise<void> {
     this.drain();
-    const { clock } = this.opts;
+    const { clock } = this.opts.tunnel;
     const deadline = clock.now() + timeoutMs;
     while (!this.closed) {
       // Quiet since the DRAIN too: the server routes here until it has read it.
@@ -198,7 +186,7 @@ export class Registration {
       const left = deadline - clock.now();
       if (left <= 0) {
         if (!this.table.isIdle)
-          this.opts.log.warn(
+          this.opts.tunnel.log.warn(
             { identifiers: this.opts.identifiers || undefined, connections: this.table.connectionCount, timeoutMs },
             'retirement timed out: closing the stream with connections still open',
           );
@@ -234,13 +222,13 @@ export class Registration {
     // While the stream still carries packets, the clients of connections cut here are told why.
     this.table.abortAll(graceful ? `the agent closed its stream with this connection open (${reason})` : undefined);
     this.closed = true;
-    const { stream } = this;
-    if (stream && graceful) {
-      stream.end();
-      this.cancelGrace = this.opts.clock.after(graceMs, () => stream.cancel());
-    } else if (stream) stream.cancel();
+    const { call } = this;
+    if (call && graceful) {
+      call.end();
+      this.cancelGrace = this.opts.tunnel.clock.after(graceMs, () => call.cancel());
+    } else if (call) call.cancel();
     else this.endStream();
-    this.opts.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
+    this.opts.tunnel.log.info({ identifiers: this.opts.identifiers || undefined, reason }, 'server stream closed');
     for (const listener of this.closedListeners.splice(0)) listener(reason);
   }
 }
