@@ -139,7 +139,7 @@ export const agentFlags = {
   ),
   targetReceiveBuffer: int(
     'target-receive-buffer',
-    128 << 10,
+    512 << 10,
     "The kernel's receive buffer of each connection to a target: what a target can have in flight toward the agent before the agent reads it. Fixed, so a burst of connections cannot fill the node's TCP memory; one connection's throughput is about this per round trip. 0: the kernel sizes it (up to net.ipv4.tcp_rmem's maximum).",
     { validate: (n) => (n < 0 ? 'must not be negative' : undefined) },
   ),

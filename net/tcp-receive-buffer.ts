@@ -5,8 +5,9 @@
 // most of a GiB in the kernel, which pushed the whole machine's TCP memory past its pressure mark,
 // where every socket over its share drops what arrives (bench/README.md, "Bursts"). A fixed buffer
 // bounds that per connection. It bounds one connection's throughput too, to about the buffer per
-// round trip: 128 KiB serve 128 MiB/s at a 1 ms round trip, more than a spoke's path to its hub
-// usually carries. The kernel doubles what SO_RCVBUF asks (bookkeeping), within net.core.rmem_max.
+// round trip, the agent's own pauses included: 128 KiB cost a single download a fifth of its speed on
+// loopback, 512 KiB (the default) nothing measurable. The kernel doubles what SO_RCVBUF asks
+// (bookkeeping), within net.core.rmem_max.
 import type net from 'node:net';
 import { withDescriptor } from './tcp-options.js';
 
