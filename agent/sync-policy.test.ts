@@ -30,17 +30,17 @@ describe('SyncPolicy', () => {
     expect(p.afterLoss(false)).toBe(400);
   });
 
-  it('after duplicates: the first since the loss 0.75-1.75 x --sync-interval, later ones the Go agent 1-1.1 x', () => {
+  it('after duplicates: the first since the loss 1-2 x --sync-interval, later ones the Go agent 1-1.1 x', () => {
     const { r, p } = policy();
     p.afterLoss(true);
     r.value = 0.5;
-    expect(p.after('duplicate', true)).toBe(1250);
+    expect(p.after('duplicate', true)).toBe(1500);
     expect(p.after('duplicate', true)).toBe(1050);
     r.value = 1;
     expect(p.after('duplicate', true)).toBe(1100);
     // A loss starts over.
     p.afterLoss(true);
-    expect(p.after('duplicate', true)).toBe(1750);
+    expect(p.after('duplicate', true)).toBe(2000);
   });
 
   it('after a refusal behind an address that serves the agent: 5-8 x --sync-interval, without growing', () => {
@@ -69,6 +69,6 @@ describe('SyncPolicy', () => {
     r.value = 0.3;
     expect(p.after('connected', true)).toBe(300);
     r.value = 0.5;
-    expect(p.after('duplicate', true)).toBe(1250);
+    expect(p.after('duplicate', true)).toBe(1500);
   });
 });

@@ -14,10 +14,10 @@
 //   about flat instead of piling up in the third second, and half of the agents have looked within
 //   0.9 x; when it held the last one (the cluster is cut off from the hub), a random share of 1/2
 //   --sync-interval: back sooner than the Go agent, spread like its ticks;
-// - after the first duplicate since then, 0.75 to 1.75 x --sync-interval, so that a fleet's second
-//   attempts do not land on its first; after later ones the Go agent's pause, 1 to 1.1 x: as many
-//   attempts as the Go agent makes, never more (the attempt itself is cheaper: clientset.ts offers a
-//   held replica's TLS session);
+// - after the first duplicate since then, 1 to 2 x --sync-interval, so that a fleet's second attempts
+//   do not pile onto its first; after later ones the Go agent's pause, 1 to 1.1 x: as many attempts
+//   as the Go agent makes, never more (the attempt itself is cheaper: clientset.ts offers a held
+//   replica's TLS session);
 // - after a failure behind an address through which the agent holds a replica (a balancer sent it
 //   to the one that is down, and gave up on it: haproxy retries a server that refuses three times,
 //   a second apart), 5 to 8 x --sync-interval from the attempt's start: the only evidence an attempt
@@ -65,7 +65,7 @@ export class SyncPolicy {
     if (outcome === 'failed' && !holding) return this.failures.next();
     this.failures.reset();
     if (outcome === 'failed') return intervalMs * (5 + 3 * random());
-    return first ? intervalMs * (0.75 + random()) : this.failures.steady();
+    return first ? intervalMs * (1 + random()) : this.failures.steady();
   }
 
   /** The wait before the first attempt after a connection that worked was lost; `serving`: another is still held. */
