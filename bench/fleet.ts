@@ -487,46 +487,85 @@ async function measureFleet(
 const loneDownMs = Number(process.env.BENCH_FLEET_DOWN_MS ?? 2000);
 
 /**
- * One agent alone behind a balancer of five Go v0.36 servers (--server-count=5, http-connect): a
- * server stops (SIGTERM), stays down `loneDownMs` and starts again with the same server ID and ports;
- * the time from its /healthz until it holds the agent again, `cycles` times. Which server, and when
- * (0-1.5 s after the agent held all five again), are drawn at random: the Go agent looks on a ~1 s
- * tick, and a round-robin balancer hands out servers in a fixed order, so stopping the next server in
- * that order at a fixed time would line up with both, which a real restart does not.
+ * One agent alone behind a balancer of five Go v0.36 servers (--server-count=5, http-connect), whose
+ * servers restart one at a time: a server stops (SIGTERM), stays down `loneDownMs` and starts again
+ * with the same server ID and ports. Which server, and when (0-1.5 s after the agent held all five
+ * again), are drawn at random: the Go agent looks on a ~1 s tick, and a round-robin balancer hands out
+ * servers in a fixed order, so stopping the next server in that order at a fixed time would line up
+ * with both, which a real restart does not.
+ */
+class LoneRig {
+  private readonly servers: Server[] = [];
+  private readonly balancer: Balancer;
+  private agent?: Proc;
+
+  constructor(
+    private readonly bin: string,
+    private readonly pki: TestPki,
+    balance: Balance,
+  ) {
+    this.balancer = new Balancer(balance);
+  }
+
+  async start(startAgent: StartAgent): Promise<void> {
+    for (let i = 0; i < 5; i++)
+      this.servers.push(new Server(this.bin, this.pki, `five-${i}`, await goServerPorts(), 5, 'http-connect'));
+    await Promise.all(this.servers.map((s) => s.start()));
+    await this.balancer.start(this.servers);
+    this.agent = await startAgent(0, this.balancer.port);
+    await until(() => this.allHeld(), 60_000, 'the agent to hold all five servers', 50);
+  }
+
+  private async allHeld(): Promise<boolean> {
+    return (await Promise.all(this.servers.map((s) => s.agents()))).every((n) => n === 1);
+  }
+
+  /** One restart: from the server's /healthz until it holds the agent again, ms. */
+  async restart(): Promise<number> {
+    const victim = this.servers[Math.floor(Math.random() * this.servers.length)]!;
+    await sleep(1500 * Math.random());
+    await victim.stop();
+    await sleep(loneDownMs);
+    await victim.start();
+    const healthy = performance.now();
+    await until(async () => (await victim.agents()) === 1, 120_000, `${victim.id} to hold the agent again`, 20);
+    const ms = performance.now() - healthy;
+    await until(() => this.allHeld(), 60_000, 'the agent to hold all five servers', 50);
+    return ms;
+  }
+
+  async stop(): Promise<void> {
+    await this.agent?.stop(5000);
+    await Promise.all(this.servers.map((s) => s.stop()));
+    await this.balancer.stop();
+  }
+}
+
+/**
+ * The Go agent and ours, each alone behind a balancer of its own (`LoneRig`), restarted in turn,
+ * `cycles` times each, which of them goes first alternating: both meet the same moments of a shared
+ * machine.
  */
 async function measureLone(
   pki: TestPki,
   bin: string,
-  startAgent: StartAgent,
+  agents: { go: StartAgent; ours: StartAgent },
   cycles: number,
   balance: Balance,
-): Promise<number[]> {
-  const servers: Server[] = [];
-  for (let i = 0; i < 5; i++) servers.push(new Server(bin, pki, `five-${i}`, await goServerPorts(), 5, 'http-connect'));
-  const balancer = new Balancer(balance);
-  let agent: Proc | undefined;
-  const times: number[] = [];
+): Promise<{ go: number[]; ours: number[] }> {
+  const go = new LoneRig(bin, pki, balance);
+  const ours = new LoneRig(bin, pki, balance);
+  const times = { go: [] as number[], ours: [] as number[] };
   try {
-    await Promise.all(servers.map((s) => s.start()));
-    await balancer.start(servers);
-    agent = await startAgent(0, balancer.port);
-    const allHeld = async () => (await Promise.all(servers.map((s) => s.agents()))).every((n) => n === 1);
-    await until(allHeld, 60_000, 'the agent to hold all five servers', 50);
+    await go.start(agents.go);
+    await ours.start(agents.ours);
     for (let i = 0; i < cycles; i++) {
-      const victim = servers[Math.floor(Math.random() * servers.length)]!;
-      await sleep(1500 * Math.random());
-      await victim.stop();
-      await sleep(loneDownMs);
-      await victim.start();
-      const healthy = performance.now();
-      await until(async () => (await victim.agents()) === 1, 120_000, `${victim.id} to hold the agent again`, 20);
-      times.push(performance.now() - healthy);
-      await until(allHeld, 60_000, 'the agent to hold all five servers', 50);
+      const order = i % 2 === 0 ? (['go', 'ours'] as const) : (['ours', 'go'] as const);
+      for (const who of order) times[who].push(await (who === 'go' ? go : ours).restart());
     }
   } finally {
-    await agent?.stop(5000);
-    await Promise.all(servers.map((s) => s.stop()));
-    await balancer.stop();
+    await go.stop();
+    await ours.stop();
   }
   return times;
 }
@@ -536,12 +575,11 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   const bin = anpV036BinDir(['proxy-server', 'proxy-agent']);
   if (!bin) return report.note('fleet: needs the Go v0.36 proxy-server and proxy-agent; skipped');
   const size = Number(process.env.BENCH_FLEET_AGENTS ?? (quick ? 30 : 100));
-  const cycles = quick ? 3 : 12;
+  const cycles = quick ? 3 : 16;
   const median = (xs: number[]) => percentile(xs, 50);
   const spread = (xs: number[]) => `${Math.round(Math.min(...xs))}-${Math.round(Math.max(...xs))}`;
   for (const balance of ['roundrobin', 'random'] as const) {
-    const go = await measureLone(pki, bin, goAgent(pki, bin), cycles, balance);
-    const ours = await measureLone(pki, bin, ourAgent(pki), cycles, balance);
+    const { go, ours } = await measureLone(pki, bin, { go: goAgent(pki, bin), ours: ourAgent(pki) }, cycles, balance);
     report.add({
       section,
       metric: `one agent behind haproxy \`balance ${balance}\` over five servers, one down ${loneDownMs / 1000} s and restarted: healthy -> it holds the agent again, median of ${cycles}`,
