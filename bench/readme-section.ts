@@ -84,6 +84,24 @@ const shortNames: ReadonlyArray<readonly [RegExp, string]> = [
   [/^Scale[^:]*: agent RSS holding (\d+) idle connections/, 'RSS holding $1 idle connections'],
   [/^Reconnect: server restart/, 'restarted server holds the agent again (median)'],
   [/^Reconnect: TCP connections to the server's agent port after (\d+) restarts/, 'connections left after $1 restarts'],
+  [
+    /^Bursts: (\d+) concurrent downloads of (\d+) MiB: wall time, median of (\d+) \[/,
+    '$1 x $2 MiB at once, wall time (median of $3)',
+  ],
+  [/^Bursts: (\d+) concurrent downloads of (\d+) MiB: slowest stream/, 'its slowest stream'],
+  [
+    /^Bursts: (\d+) concurrent downloads of (\d+) MiB: agent peak RSS, the most of (\d+), no memory limit/,
+    'peak RSS, no memory limit (most of $3)',
+  ],
+  [
+    /^Bursts: \d+ concurrent downloads of \d+ MiB, ours in a 256 MiB memory cgroup: agent peak RSS, the most of (\d+)/,
+    'peak RSS inside 256 MiB (most of $1)',
+  ],
+  [
+    /^Bursts: \d+ concurrent downloads of \d+ MiB, ours in a 256 MiB memory cgroup: OOM kills/,
+    'OOM kills inside 256 MiB',
+  ],
+  [/^Bursts: streams not whole, of (\d+) checked/, 'streams not whole, of $1 checked byte by byte'],
 ];
 
 function shortName(r: Row): string {
