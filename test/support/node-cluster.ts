@@ -23,6 +23,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import {
+  type Dirent,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -151,18 +152,30 @@ function createCgroup(path: string): void {
 function cgroupDirs(path: string): string[] {
   const out: string[] = [];
   const walk = (dir: string) => {
-    if (!existsSync(dir)) return;
-    for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // removed meanwhile
+      throw err;
+    }
+    for (const e of entries) if (e.isDirectory()) walk(join(dir, e.name));
     out.push(dir);
   };
   for (const h of hierarchies()) walk(join(cgroupRoot, h, path));
   return out; // deepest first
 }
 
+/** The processes in the tree; a cgroup removed meanwhile (containerd removes a pod's as its processes die) holds none. */
 const pidsIn = (path: string) =>
-  cgroupDirs(path).flatMap((d) =>
-    readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number),
-  );
+  cgroupDirs(path).flatMap((d) => {
+    try {
+      return readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  });
 
 /** Kills every process in the tree, then removes it. */
 async function destroyCgroup(path: string): Promise<void> {
