@@ -463,8 +463,8 @@ describe.skipIf(problem)(
             'open-cluster-management.io/addon=cluster-proxy,proxy.open-cluster-management.io/component-name=proxy-agent',
           ])
         ).items;
-      // The chart renders the ManagedProxyConfiguration, spec.proxyAgent.image included: applying it again
-      // (as `helm upgrade` does) puts the Go agent back, so the image is patched again after it, as a user must.
+      // The chart renders the ManagedProxyConfiguration, spec.proxyAgent.image included: its rendering applied
+      // again by kubectl (a three-way merge) puts the Go agent back, so the image is patched again after it.
       await hub.installClusterProxy(['networkPolicies.enabled=true']);
       await patchAgentImage(image.ref);
       try {
