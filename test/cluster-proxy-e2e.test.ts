@@ -317,8 +317,9 @@ describe.skipIf(problem)(
       expect(expected.filter((n) => !passed(runs.oursConnectivity).includes(n))).toEqual([]);
       const entries = await dialLog();
       const destinations = entries.map((e) => e.spec?.destination ?? e.destination);
-      expect(destinations).toContain(`${serviceProxyHost(managedCluster)}:7443`);
-      expect(destinations).toContain(`${managedCluster}:443`);
+      const shown = JSON.stringify(entries.slice(-20), null, 1);
+      expect(destinations, shown).toContain(`${serviceProxyHost(managedCluster)}:7443`);
+      expect(destinations, shown).toContain(`${managedCluster}:443`);
     });
 
     it('serves <service>.<namespace>.loopback from a spoke-agent-rules ConfigMap, and loopback itself, through the hub with no ExternalName Service for them', async () => {
@@ -485,11 +486,13 @@ describe.skipIf(problem)(
         const selector = Object.entries(ours.spec.podSelector.matchLabels as Record<string, string>)
           .map(([k, v]) => `${k}=${v}`)
           .join(',');
-        const selected = (await json<{ items: Obj[] }>(['-n', agentNamespace, 'get', 'pods', '-l', selector])).items;
+        await waitForAgentImage(image.ref);
+        const selected = (
+          await json<{ items: Obj[] }>(['-n', agentNamespace, 'get', 'pods', '-l', selector])
+        ).items.filter((p) => !p.metadata.deletionTimestamp);
         expect(selected.map((p) => p.metadata.name).sort()).toEqual(
           (await agentPods()).map((p) => p.metadata.name).sort(),
         );
-        await waitForAgentImage(image.ref);
         runs.oursWithPolicies = await hub.runE2e('(connectivity || serviceproxy) && !oidc');
         const expected = expectedIn(runs.oursWithPolicies);
         expect(expected.length).toBeGreaterThan(0);
