@@ -6,6 +6,7 @@ import { Dial } from '../agent/dial.js';
 import { DialLog } from '../agent/dial-log.js';
 import { dialsHandler } from '../agent/dials-handler.js';
 import { HealthServer } from '../observability/health-server.js';
+import { localSocketPath } from '../observability/local-socket.js';
 import { createLogger } from '../observability/log.js';
 import { textOut } from '../test/support/text-out.js';
 import { waitUntil } from '../test/support/wait.js';
@@ -126,4 +127,34 @@ describe('spoke-agent dials against /debug/dials', () => {
       await health.close();
     }
   });
+
+  it.skipIf(process.platform !== 'linux')(
+    "in the agent's pod, where /debug on the health port wants a token (cluster-proxy's pod), asks over the agent's local socket as resolve does",
+    async () => {
+      const log = new DialLog({ size: 8 });
+      log.added(Object.assign(new Dial(Date.now(), performance.now(), 'server-a', 'loopback:443'), { connectID: '1' }));
+      const health = new HealthServer({
+        host: '127.0.0.1',
+        port: 0,
+        registry: new Registry(),
+        log: createLogger('silent'),
+      });
+      const refuse = async (_: unknown, res: import('node:http').ServerResponse) => {
+        res.writeHead(401).end('{"message":"Unauthorized: send a bearer token"}');
+        return false;
+      };
+      health.addRoute('/debug/dials', dialsHandler(log), refuse);
+      const port = (await health.listen()).port;
+      const printed = textOut();
+      try {
+        expect(await runDialsCommand([`--health-server-port=${port}`, '--output=json'], printed.out)).toBe(1);
+        await health.listenLocal(localSocketPath(port));
+        printed.clear();
+        expect(await runDialsCommand([`--health-server-port=${port}`, '--output=json'], printed.out)).toBe(0);
+        expect(printed.text()).toContain('"destination":"loopback:443"');
+      } finally {
+        await health.close();
+      }
+    },
+  );
 });

@@ -3,9 +3,11 @@
 // after the last line when the agent ends a watch. For clusters without the aggregation layer, or
 // one node's agent (kubectl through the Service reaches whichever pod it picks).
 import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import { agentFlags } from '../agent/options.js';
 import { bool, FlagError, parseFlags, str, usage, type Values } from '../flags/flags.js';
 import { joinHostPort } from '../net/address.js';
+import { localSocketPath, socketName } from '../observability/local-socket.js';
 import { refusalReason } from './debug-refusal.js';
 
 /** The flags of a live tail of `resource`; `example` is a field selector, `fields` the fields a selector may name. */
@@ -20,7 +22,11 @@ export const liveTailFlags = (resource: string, example: string, fields: string)
       validate: (v) => (['text', 'json'].includes(v) ? undefined : `must be text or json, got "${v}"`),
     },
   ),
-  healthServerHost: str('health-server-host', '127.0.0.1', `Where the agent serves /debug/${resource}.`),
+  healthServerHost: str(
+    'health-server-host',
+    '127.0.0.1',
+    `Where the agent serves /debug/${resource} (on Linux, an agent on this machine or in this pod is first asked over its local socket, --debug-socket, where no token is needed).`,
+  ),
   healthServerPort: agentFlags.healthServerPort,
   tokenFile: str(
     'token-file',
@@ -47,12 +53,55 @@ export const aligned = (widths: number[]) => (cells: string[]) =>
 
 class Refused extends Error {}
 
-async function request(url: string, token: string | undefined, signal?: AbortSignal): Promise<Response> {
-  const res = await fetch(url, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal });
-  if (!res.ok) {
-    throw new Refused(`${url} answered ${res.status}: ${refusalReason(await res.text()) ?? ''}`);
-  }
-  return res;
+/** Where to ask: the agent's local socket (its pod, no token needed) or its health port over TCP. */
+type Target = { socketPath: string; name: string } | { host: string; port: number; name: string };
+
+async function text(res: http.IncomingMessage): Promise<string> {
+  let body = '';
+  for await (const chunk of res) body += (chunk as Buffer).toString();
+  return body;
+}
+
+function request(
+  target: Target,
+  path: string,
+  token: string | undefined,
+  signal?: AbortSignal,
+): Promise<http.IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const { name, ...where } = target;
+    const req = http.get(
+      { ...where, path, headers: token ? { authorization: `Bearer ${token}` } : {}, signal },
+      (res) => {
+        if (res.statusCode === 200) return resolve(res);
+        text(res).then(
+          (body) => reject(new Refused(`${name}${path} answered ${res.statusCode}: ${refusalReason(body) ?? ''}`)),
+          reject,
+        );
+      },
+    );
+    req.on('error', reject);
+  });
+}
+
+const isLoopback = (host: string) => host === 'localhost' || /^127\./.test(host) || host === '::1';
+
+/**
+ * The agent's local socket when it is there (in the agent's pod, `kubectl exec`, as `resolve` asks:
+ * /debug there needs no token), else its health port, where a cluster's agent wants a bearer token.
+ */
+async function targetFor(host: string, port: number, token: string | undefined, path: string): Promise<Target> {
+  const tcp = { host, port, name: `http://${joinHostPort(host, port)}` };
+  if (process.platform !== 'linux' || token || !isLoopback(host)) return tcp;
+  const local = { socketPath: localSocketPath(port), name: `the agent's socket ${socketName(localSocketPath(port))} ` };
+  const reached = await request(local, path, undefined).then(
+    (res) => {
+      res.resume();
+      return true;
+    },
+    (err: unknown) => err instanceof Refused,
+  );
+  return reached ? local : tcp;
 }
 
 export async function runLiveTail<T extends { resourceVersion: string }>(
@@ -89,11 +138,19 @@ export async function runLiveTail<T extends { resourceVersion: string }>(
     process.stderr.write(`${name}: --token-file: ${(err as Error).message}\n`);
     return 2;
   }
-  const base = `http://${joinHostPort(values.healthServerHost, values.healthServerPort)}/debug/${tail.resource}`;
+  const base = `/debug/${tail.resource}`;
   const selector = values.fieldSelector ? `fieldSelector=${encodeURIComponent(values.fieldSelector)}` : '';
   const show = (e: T) => out.write(`${values.output === 'json' ? JSON.stringify(e) : tail.line(e)}\n`);
+  let target: Target = {
+    host: values.healthServerHost,
+    port: values.healthServerPort,
+    name: `http://${joinHostPort(values.healthServerHost, values.healthServerPort)}`,
+  };
   try {
-    const list = (await (await request(`${base}${selector ? `?${selector}` : ''}`, token, signal)).json()) as {
+    target = await targetFor(values.healthServerHost, values.healthServerPort, token, base);
+    const list = JSON.parse(
+      await text(await request(target, `${base}${selector ? `?${selector}` : ''}`, token, signal)),
+    ) as {
       resourceVersion: string;
     } & Record<string, T[]>;
     if (values.output === 'text') out.write(`${tail.header}\n`);
@@ -102,12 +159,13 @@ export async function runLiveTail<T extends { resourceVersion: string }>(
     // The agent ends a watch after an hour: watch again from the last entry seen.
     for (let version = list.resourceVersion; ; ) {
       const res = await request(
+        target,
         `${base}?watch=true&resourceVersion=${encodeURIComponent(version)}${selector ? `&${selector}` : ''}`,
         token,
         signal,
       );
       let pending = '';
-      for await (const chunk of res.body! as unknown as AsyncIterable<Uint8Array>) {
+      for await (const chunk of res as AsyncIterable<Buffer>) {
         pending += Buffer.from(chunk).toString();
         for (let nl = pending.indexOf('\n'); nl !== -1; nl = pending.indexOf('\n')) {
           const e = JSON.parse(pending.slice(0, nl)) as T;
@@ -120,7 +178,7 @@ export async function runLiveTail<T extends { resourceVersion: string }>(
   } catch (err) {
     if (signal?.aborted) return 0;
     process.stderr.write(
-      `${name}: ${err instanceof Refused ? err.message : `${base} unreachable: ${(err as Error).message}`}\n`,
+      `${name}: ${err instanceof Refused ? err.message : `${target.name}${base} unreachable: ${(err as Error).message}`}\n`,
     );
     return 1;
   }

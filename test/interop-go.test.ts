@@ -4,11 +4,7 @@
 // ($ANP_V036_BIN_DIR, else ~/.cache/spoke-agent/anp-v0.36); a release whose binaries are not there is
 // skipped with a note saying where it looked. Nothing in this repo builds or ships them.
 //
-// Getting the binaries: build ./cmd/server and ./cmd/test-client of an ANP checkout (the branch
-// release-0.30, or the tag v0.36.0) with the Go toolchain its go.mod names (ANP keeps a vendor/ folder,
-// so no module downloads are needed): `CGO_ENABLED=0 GOFLAGS=-mod=vendor go build -o DIR/proxy-server
-// ./cmd/server`, and the same for `proxy-test-client` (and `proxy-agent` from ./cmd/agent for the
-// bench); then `touch DIR/READY`. README.md's Contributing section has the toolchains.
+// Which binaries, from which repository and version: CONTRIBUTING.md, "Reference peers".
 // Run: `npx vitest run test/interop-go.test.ts`.
 //
 // Where the releases differ, each test says what the release does: v0.31+ reads DRAIN, exports

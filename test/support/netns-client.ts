@@ -6,7 +6,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 
 /** A socket to `address` (HOST:PORT) inside the namespace whose gateway listens on `gateway`. */
-function gatewaySocket(gateway: string, address: string): net.Socket {
+export function gatewaySocket(gateway: string, address: string): net.Socket {
   const s = net.connect(gateway);
   s.write(`${address}\n`);
   return s;

@@ -23,6 +23,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import {
+  type Dirent,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -36,6 +37,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createCa, type Ca, type CertAndKey } from '../../hub/ephemeral-pki.js';
 import { hasCommand, runToEnd, type Result } from './commands.js';
 import { engineProblem } from './containers.js';
@@ -150,18 +152,30 @@ function createCgroup(path: string): void {
 function cgroupDirs(path: string): string[] {
   const out: string[] = [];
   const walk = (dir: string) => {
-    if (!existsSync(dir)) return;
-    for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) walk(join(dir, e.name));
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // removed meanwhile
+      throw err;
+    }
+    for (const e of entries) if (e.isDirectory()) walk(join(dir, e.name));
     out.push(dir);
   };
   for (const h of hierarchies()) walk(join(cgroupRoot, h, path));
   return out; // deepest first
 }
 
+/** The processes in the tree; a cgroup removed meanwhile (containerd removes a pod's as its processes die) holds none. */
 const pidsIn = (path: string) =>
-  cgroupDirs(path).flatMap((d) =>
-    readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number),
-  );
+  cgroupDirs(path).flatMap((d) => {
+    try {
+      return readFileSync(join(d, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).map(Number);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw err;
+    }
+  });
 
 /** Kills every process in the tree, then removes it. */
 async function destroyCgroup(path: string): Promise<void> {
@@ -442,7 +456,7 @@ export class NodeCluster {
         true,
       );
       const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-      const holder = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`]);
+      const holder = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], { env: withoutProxy() });
       this.holders.push(holder);
       this.children.push(holder);
       await holder.waitFor(/^holder ready$/m, 30_000);
@@ -496,7 +510,7 @@ export class NodeCluster {
     const [cmd, args] = this.enter(argv, true, node);
     const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     const child = run('sh', ['-c', `${joinCgroup(this.cgroup)} exec ${quoted}`], {
-      env: { ...process.env, PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
+      env: { ...withoutProxy(), PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
     });
     void child.exited.then((exit) => {
       if (!this.stopped && name !== 'hub')
@@ -520,7 +534,7 @@ export class NodeCluster {
   /** Runs a command in a node's network namespace (the first node's by default); never rejects. */
   exec(argv: string[], opts: { input?: string; timeoutMs?: number; node?: ClusterNode } = {}): Promise<Result> {
     const [cmd, args] = this.enter(argv, false, opts.node);
-    return runToEnd(cmd, args, { timeoutMs: opts.timeoutMs ?? 60_000, input: opts.input });
+    return runToEnd(cmd, args, { timeoutMs: opts.timeoutMs ?? 60_000, input: opts.input, env: withoutProxy() });
   }
 
   /** kubectl 1.28 from the reference binaries, as `as` (admin: system:masters). */
@@ -544,9 +558,21 @@ export class NodeCluster {
   /** A streaming kubectl (logs -f, get -w) in the namespace; the caller kills it. */
   kubectlStream(args: string[]): Child {
     const [cmd, argv] = this.enter([join(this.binDir, 'kubectl'), `--kubeconfig=${this.kubeconfigs.admin}`, ...args]);
-    const child = run(cmd, argv);
+    const child = run(cmd, argv, { env: withoutProxy() });
     this.children.push(child);
     return child;
+  }
+
+  /**
+   * The harness's way into the first node's network namespace: netns-gateway.cjs there, listening on a
+   * Unix socket in the cluster's folder (support/netns-client.ts speaks to it), so the test process
+   * reaches Service and pod addresses of the cluster as a pod would, and nothing else.
+   */
+  async startGateway(): Promise<string> {
+    const socket = join(this.dir, 'gateway.sock');
+    const gateway = this.component('gateway', [process.execPath, gatewayScript, socket]);
+    await gateway.waitFor(/gateway ready/, 30_000);
+    return socket;
   }
 
   /** Writes `text` to `name` in the cluster's folder (or to `name` itself, a path inside it). */
@@ -724,15 +750,26 @@ export class NodeCluster {
 
   /**
    * dnsmasq on the node IP, authoritative for cluster.local, its records `<svc>.<ns>.svc.cluster.local`
-   * from a watch of Services (A and PTR only: no SRV, pod or ExternalName records), plus the hub's name;
+   * from a watch of Services (A and PTR only: no SRV or pod records; an ExternalName Service whose target is
+   * a Service of the cluster answers with that Service's address, an A record where CoreDNS gives a CNAME,
+   * which is what a client's resolver ends with either way), plus the hub's name;
    * and kube-system/kube-dns at clusterDNS, a selectorless Service whose Endpoints point at it, so pods
    * reach it through kube-proxy as they would reach CoreDNS.
    */
   private async startClusterDns(): Promise<void> {
     const hosts = join(this.dir, 'cluster-hosts');
     const services = new Map<string, string>();
+    /** ExternalName Services: their name -> their target, answered with the target's address while it is a Service here. */
+    const aliases = new Map<string, string>();
     const write = () => {
-      const lines = [`${nodeIp} ${hubHost}`, ...[...services].map(([name, ip]) => `${ip} ${name}`)];
+      const lines = [
+        `${nodeIp} ${hubHost}`,
+        ...[...services].map(([name, ip]) => `${ip} ${name}`),
+        ...[...aliases].flatMap(([name, target]) => {
+          const ip = services.get(target.replace(/\.$/, ''));
+          return ip ? [`${ip} ${name}`] : [];
+        }),
+      ];
       writeFileSync(`${hosts}.tmp`, `${lines.join('\n')}\n`);
       renameSync(`${hosts}.tmp`, hosts);
     };
@@ -770,19 +807,21 @@ export class NodeCluster {
         '--watch',
         '--output-watch-events',
         '-o',
-        'jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} {.object.spec.clusterIP}{"\\n"}',
+        'jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} {.object.spec.clusterIP} {.object.spec.externalName}{"\\n"}',
       ]);
-      const w = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+      const w = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'], env: withoutProxy() });
       this.servicesWatch = w;
       let partial = '';
       w.stdout.on('data', (chunk: Buffer) => {
         const lines = (partial + chunk.toString()).split('\n');
         partial = lines.pop()!;
         for (const line of lines) {
-          const [type, ns, name, ip] = line.split(' ');
+          const [type, ns, name, ip, externalName] = line.split(' ');
           const key = `${name}.${ns}.svc.cluster.local`;
           if (type === 'DELETED' || !ip || ip === 'None') services.delete(key);
           else services.set(key, ip);
+          if (type === 'DELETED' || !externalName) aliases.delete(key);
+          else aliases.set(key, externalName);
         }
         write();
         if (dnsmasq.pid) process.kill(dnsmasq.pid, 'SIGHUP');
@@ -863,6 +902,15 @@ export class NodeCluster {
     rmSync(this.dir, { recursive: true, force: true });
     rmSync(stateFile, { force: true });
   }
+}
+
+const gatewayScript = fileURLToPath(new URL('./netns-gateway.cjs', import.meta.url));
+
+/** This process's environment without proxy variables: nothing started in the cluster may be pointed outside. */
+function withoutProxy(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of Object.keys(env)) if (/^(https?|no|all)_proxy$/i.test(name)) delete env[name];
+  return env;
 }
 
 /** Shell text that moves the shell itself into every hierarchy's cgroup at `path` (its children follow). */

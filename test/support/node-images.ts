@@ -1,6 +1,6 @@
 // The images the node suite's containerd needs besides the project's own (image.ts), none of which can be
-// pulled here: the pod sandbox's pause image, from the pause binary beside the Kubernetes binaries (a
-// static build of the Kubernetes tree's build/pause/linux/pause.c), and a stand-in for cluster-proxy's
+// pulled here: the pod sandbox's pause image, from the pause binary beside the Kubernetes binaries (the
+// Kubernetes tree's own pause), and a stand-in for cluster-proxy's
 // addon image running cluster-proxy-sidecars.cjs on the distroless stand-in. Built with buildah in the
 // cache's storage (containers.ts), labelled with a hash of their inputs and rebuilt only when those change.
 import { createHash } from 'node:crypto';
