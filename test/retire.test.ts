@@ -169,7 +169,9 @@ describe('a retired stream', () => {
   });
 
   it('closes a stream whose connection outlasts the drain timeout, and says so', async () => {
-    const { both, drainClock, lines, draining, stop } = await drainingWithConnection(['destHost']);
+    const { both, drainClock, lines, draining, held, stop } = await drainingWithConnection(['destHost']);
+    // The hub's client is told its connection was cut (CLOSE_RSP with an error), never a clean end.
+    const cut = new Promise<Error>((resolve) => held.once('error', resolve));
     try {
       const drained = draining.agent.clients.drain(20_000);
       await waitUntil(() => both.agents().every((a) => a.draining), 30_000, 'DRAIN on both streams');
@@ -181,6 +183,9 @@ describe('a retired stream', () => {
           identifiers: 'host=rule.cluster2',
           connections: 1,
         }),
+      );
+      expect((await cut).message).toMatch(
+        /^connection cut by the agent: the agent closed its stream with this connection open/,
       );
     } finally {
       await stop();
