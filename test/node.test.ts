@@ -211,6 +211,31 @@ describe.skipIf(problem)(
       await cluster.kubectlOk(['-n', 'default', 'rollout', 'status', 'deploy/web', '--timeout=180s'], {
         timeoutMs: 190_000,
       });
+      // kube-proxy programs a Service's endpoints a moment after its pods are Ready (what rollout status
+      // waits for); until then its ClusterIP refuses. The tests dial both Services: wait for kube-proxy.
+      const dnsIp = (await json(['-n', ns, 'get', 'service', 'spoke-agent-dns'])).spec.clusterIP as string;
+      const routed = (attempt: () => Promise<boolean>) => async () => {
+        try {
+          return await attempt();
+        } catch {
+          return false;
+        }
+      };
+      await waitUntilAsync(
+        routed(async () => (await cluster.dig(dnsIp, 'cluster1')).includes('10.96.0.1')),
+        60_000,
+        'kube-proxy to route the spoke-agent-dns Service',
+        500,
+      );
+      await waitUntilAsync(
+        routed(
+          async () =>
+            (await request(await dial('web.default.cluster1:80'), 'web.default.cluster1', '/ready')).status === 200,
+        ),
+        60_000,
+        'kube-proxy to route the web Service',
+        500,
+      );
     }, 2_700_000); // it may first wait for the other node suite's cluster (support/node-cluster.ts takeClusterSlot)
 
     afterAll(async () => {
