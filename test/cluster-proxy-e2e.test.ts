@@ -63,7 +63,8 @@ const failed = (run: E2eRun | undefined) => (run?.specs ?? []).filter((s) => s.s
 const expectedIn = (run: E2eRun) =>
   passed(runs.go).filter((n) => run.specs.some((s) => s.name === n && s.state !== 'skipped'));
 
-const patchAgentImage = (ref: string) =>
+/** A merge patch of the ManagedProxyConfiguration's spec, as a user makes it. */
+const patchProxyConfiguration = (spec: Obj) =>
   cluster.kubectlOk([
     'patch',
     'managedproxyconfiguration',
@@ -71,8 +72,10 @@ const patchAgentImage = (ref: string) =>
     '--type',
     'merge',
     '-p',
-    JSON.stringify({ spec: { proxyAgent: { image: ref } } }),
+    JSON.stringify({ spec }),
   ]);
+
+const patchAgentImage = (ref: string) => patchProxyConfiguration({ proxyAgent: { image: ref } });
 
 const agentPods = async () =>
   (
@@ -124,23 +127,15 @@ const agentLogs = async () =>
     )
   ).join('\n');
 
+/** Node in the proxy-agent container of `pod` (the image has no shell), with `args`. */
+const nodeInAgent = (pod: string, args: string[]) =>
+  cluster.kubectlOk(['-n', agentNamespace, 'exec', pod, '-c', 'proxy-agent', '--', '/nodejs/bin/node', ...args]);
+
 /** Our agent's dial log in every agent pod, read as the README's debugging says (`spoke-agent dials` in the pod). */
 async function dialLog(): Promise<Obj[]> {
   const entries: Obj[] = [];
   for (const pod of await agentPods()) {
-    const out = await cluster.kubectlOk([
-      '-n',
-      agentNamespace,
-      'exec',
-      pod.metadata.name,
-      '-c',
-      'proxy-agent',
-      '--',
-      '/nodejs/bin/node',
-      '/app/dist/cmd/main.js',
-      'dials',
-      '--output=json',
-    ]);
+    const out = await nodeInAgent(pod.metadata.name, ['/app/dist/cmd/main.js', 'dials', '--output=json']);
     for (const line of out.split('\n').filter((l) => l.startsWith('{'))) entries.push(JSON.parse(line) as Obj);
   }
   return entries;
@@ -369,16 +364,7 @@ describe.skipIf(problem)(
       expect(await addonAvailable()).toBe('True');
       const mpc = await json(['get', 'managedproxyconfiguration', 'cluster-proxy']);
       const replicas = mpc.spec.proxyServer.replicas as number;
-      const scale = (n: number) =>
-        cluster.kubectlOk([
-          'patch',
-          'managedproxyconfiguration',
-          'cluster-proxy',
-          '--type',
-          'merge',
-          '-p',
-          JSON.stringify({ spec: { proxyServer: { replicas: n } } }),
-        ]);
+      const scale = (n: number) => patchProxyConfiguration({ proxyServer: { replicas: n } });
       await scale(0);
       try {
         // OCM's addon lease controller: 5 x 60 s of no renewal, checked once a minute, plus the readiness it follows.
@@ -392,15 +378,7 @@ describe.skipIf(problem)(
         // cluster-proxy gives the proxy-agent container no readiness probe: the addon-agent asks /readyz itself.
         for (const pod of await agentPods())
           expect(
-            await cluster.kubectlOk([
-              '-n',
-              agentNamespace,
-              'exec',
-              pod.metadata.name,
-              '-c',
-              'proxy-agent',
-              '--',
-              '/nodejs/bin/node',
+            await nodeInAgent(pod.metadata.name, [
               '-e',
               "fetch('http://127.0.0.1:8093/readyz').then((r) => console.log(r.status))",
             ]),

@@ -20,6 +20,7 @@ import { dialThroughProxy } from '../client/dial.js';
 import { createCa } from '../hub/ephemeral-pki.js';
 import { serviceProxyHost } from '../rules/naming.js';
 import { makePki, type TestPki } from './support/certs.js';
+import { httpGet } from './support/http-over.js';
 import { buildImage, megabytes, type BuiltImage } from './support/image.js';
 import { manifestsDir, render, type Obj } from './support/kustomize.js';
 import { buildClusterProxyStandIn, buildPauseImage, saveNodeImages } from './support/node-images.js';
@@ -47,45 +48,6 @@ const figures: Record<string, unknown> = {};
 const hubTls = () => ({ ca: hubPki.caCert, cert: join(hubPki.dir, 'hub.crt'), key: join(hubPki.dir, 'hub.key') });
 const dial = (address: string, timeoutMs = 10_000) =>
   dialThroughProxy({ mode: 'grpc', proxyHost: '', proxyPort: 0, proxyUds: hubSocket, address, timeoutMs });
-
-/**
- * One HTTP/1.1 GET over `conn` (a tunnelled connection, or TLS over one), written by hand: node:http
- * wants a net.Socket. `Connection: close`, so the response ends with the stream.
- */
-function request(conn: Duplex, host: string, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const timer = setTimeout(() => {
-      conn.destroy();
-      reject(new Error(`no complete answer from ${host}${path} within 10 s`));
-    }, 10_000);
-    conn.on('data', (c: Buffer) => chunks.push(c));
-    conn.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    conn.on('close', () => {
-      clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('utf8');
-      const split = text.indexOf('\r\n\r\n');
-      const head = text.slice(0, split);
-      let body = text.slice(split + 4);
-      if (/^transfer-encoding:\s*chunked/im.test(head)) {
-        let out = '';
-        for (let at = 0; ; ) {
-          const eol = body.indexOf('\r\n', at);
-          const size = parseInt(body.slice(at, eol), 16);
-          if (!(size > 0)) break;
-          out += body.slice(eol + 2, eol + 2 + size);
-          at = eol + 2 + size + 2;
-        }
-        body = out;
-      }
-      resolve({ status: Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? 0), body });
-    });
-    conn.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
-  });
-}
 
 /** TLS over a tunnelled connection, verified against `ca` for `servername`. */
 function tlsOver(conn: Duplex, ca: string, servername: string): Promise<tls.TLSSocket> {
@@ -230,7 +192,7 @@ describe.skipIf(problem)(
       await waitUntilAsync(
         routed(
           async () =>
-            (await request(await dial('web.default.cluster1:80'), 'web.default.cluster1', '/ready')).status === 200,
+            (await httpGet(await dial('web.default.cluster1:80'), 'web.default.cluster1', '/ready')).status === 200,
         ),
         60_000,
         'kube-proxy to route the web Service',
@@ -251,9 +213,20 @@ describe.skipIf(problem)(
     }, 120_000);
 
     it('runs the pod under Pod Security "restricted" as 65532 with a read-only root, Ready once it holds the hub', async () => {
-      const pod = (await agentPods())[0]!;
-      const ready = (pod.status.conditions as Obj[]).find((c) => c.type === 'Ready');
-      expect(ready?.status).toBe('True');
+      const readyOf = (p: Obj) => (p.status.conditions as Obj[] | undefined)?.find((c) => c.type === 'Ready');
+      let pod = (await agentPods())[0]!;
+      // Ready once it holds the hub: the pod list read right after the rollout may be a moment behind.
+      await waitUntilAsync(
+        async () => {
+          const now = (await agentPods())[0];
+          if (now) pod = now;
+          return now !== undefined && readyOf(now)?.status === 'True';
+        },
+        60_000,
+        'the agent pod Ready',
+        500,
+      );
+      const ready = readyOf(pod);
       figures.podReadyAfterCreationSeconds =
         (Date.parse(ready!.lastTransitionTime) - Date.parse(pod.metadata.creationTimestamp)) / 1000;
       expect((await json(['get', 'namespace', ns])).metadata.labels['pod-security.kubernetes.io/enforce']).toBe(
@@ -277,10 +250,10 @@ describe.skipIf(problem)(
 
     it('the hub reaches cluster1:443 (TLS verified against the cluster CA) and the pod-backed Service web.default.cluster1', async () => {
       const api = await tlsOver(await dial('cluster1:443'), apiCa, 'kubernetes.default.svc');
-      const version = await request(api, 'kubernetes.default.svc', '/version');
+      const version = await httpGet(api, 'kubernetes.default.svc', '/version');
       expect(version.status).toBe(200);
       expect(JSON.parse(version.body)).toMatchObject({ gitVersion: 'v1.28.0' });
-      const page = await request(await dial('web.default.cluster1:80'), 'web.default.cluster1', '/hello');
+      const page = await httpGet(await dial('web.default.cluster1:80'), 'web.default.cluster1', '/hello');
       expect(page).toEqual({ status: 200, body: 'hello from web /hello' });
     });
 
@@ -415,7 +388,7 @@ describe.skipIf(problem)(
         while (!stop) {
           const at = Date.now();
           try {
-            const page = await request(await dial('web.default.cluster1:80', 5000), 'web.default.cluster1', '/rollout');
+            const page = await httpGet(await dial('web.default.cluster1:80', 5000), 'web.default.cluster1', '/rollout');
             dials.push({
               at,
               ok: page.status === 200 && page.body === 'hello from web /rollout',
@@ -663,7 +636,7 @@ describe.skipIf(problem)(
 
       it("serves: cluster1:443 and an exposed Service by rules from spoke-agent-rules with no flag, and cluster-proxy's own service-proxy path", async () => {
         const api = await tlsOver(await dial('cluster1:443'), apiCa, 'kubernetes.default.svc');
-        expect((await request(api, 'kubernetes.default.svc', '/version')).status).toBe(200);
+        expect((await httpGet(api, 'kubernetes.default.svc', '/version')).status).toBe(200);
         await waitUntilAsync(
           async () =>
             await dial('kubernetes.default.cluster1:443').then(
@@ -679,7 +652,7 @@ describe.skipIf(problem)(
         );
         const host = serviceProxyHost('cluster1');
         const sp = await tlsOver(await dial(`${host}:7443`), serviceProxyCa, host);
-        expect(await request(sp, host, '/cluster1/api')).toEqual({
+        expect(await httpGet(sp, host, '/cluster1/api')).toEqual({
           status: 200,
           body: 'service-proxy stand-in: /cluster1/api\n',
         });

@@ -10,6 +10,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import tls from 'node:tls';
 import { dialThroughProxy } from '../../client/dial.js';
+import { httpGet } from './http-over.js';
 import { gatewaySocket } from './netns-client.js';
 import { hubNamespace, managedCluster } from './ocm-hub.js';
 import type { NodeCluster } from './node-cluster.js';
@@ -96,7 +97,7 @@ export class HubClients {
         );
         s.once('error', reject);
       });
-    return requestOver(conn, host, path, opts.timeoutMs ?? 15_000);
+    return httpGet(conn, host, path, opts.timeoutMs ?? 15_000);
   }
 
   /** GET `path` on the user-server (`/<cluster>/...`), as a hub user with the token; verified against cluster-proxy's CA. */
@@ -129,30 +130,4 @@ export class HubClients {
   close(): void {
     this.bridge.close();
   }
-}
-
-/** One HTTP/1.1 GET over `conn`, `Connection: close`, so the answer ends with the stream. */
-function requestOver(conn: Duplex, host: string, path: string, timeoutMs: number): Promise<HttpAnswer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const timer = setTimeout(() => {
-      conn.destroy();
-      reject(new Error(`no complete answer from ${host}${path} within ${timeoutMs} ms`));
-    }, timeoutMs);
-    conn.on('data', (c: Buffer) => chunks.push(c));
-    conn.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-    conn.on('close', () => {
-      clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('utf8');
-      const split = text.indexOf('\r\n\r\n');
-      resolve({
-        status: Number(/^HTTP\/1\.[01] (\d+)/.exec(text)?.[1] ?? 0),
-        body: split < 0 ? '' : text.slice(split + 4),
-      });
-    });
-    conn.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
-  });
 }
