@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentService, PacketType, type OutPacket, type Packet } from './packets.js';
 import { decodePacket, encodeDataFrame, encodeFrame } from './packet-codec.js';
+import { seededRandom } from '../test/support/seeded-random.js';
 import { grpcPrefixBytes } from './grpc-framing.js';
 
 // protobufjs, as proto-loader configures it for the agent, is the oracle.
@@ -93,17 +94,6 @@ function expectThrowsOrAgrees(bytes: Buffer): 'threw' | 'agreed' {
   );
   if (members.length <= 1) expect(ours, bytes.toString('hex')).toEqual(theirs);
   return 'agreed';
-}
-
-/** xorshift32: a fixed sequence, so failures reproduce. */
-function random(seed: number): () => number {
-  let x = seed;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 0x100000000;
-  };
 }
 
 /** The protobuf bytes of a packet: the frame without its gRPC prefix. */
@@ -285,7 +275,7 @@ describe('decodePacket', () => {
   });
 
   it('never hangs or returns what protobufjs would not, on random garbage and mutated packets (fixed seed)', () => {
-    const next = random(0x5eed);
+    const next = seededRandom(0x5eed);
     let threw = 0;
     for (let i = 0; i < 3000; i++) {
       const garbage = Buffer.alloc(Math.floor(next() * 48));

@@ -17,21 +17,16 @@ import { parseRules } from '../rules/rule-set.js';
 import { startTestUpstream, type TestUpstream } from './support/dns-upstream.js';
 import { hasCommand } from './support/commands.js';
 import { testDnsValues } from './support/dns-values.js';
+import { seededRandom } from './support/seeded-random.js';
 import { skipNote } from './support/skips.js';
 
 const run = promisify(execFile);
 let upstream: TestUpstream;
 let dns: DnsStack;
 
-// A deterministic generator (mulberry32), so a failure can be replayed. (An LCG's low bits, which
-// `% n` reads, repeat with a short period: most "random" packets were runs of 0x00, 0x40 and 0x80.)
-let seed = 0x5eed;
-const rand = (n: number) => {
-  seed = (seed + 0x6d2b79f5) | 0;
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-  return ((t ^ (t >>> 14)) >>> 0) % n;
-};
+// Deterministic, so a failure can be replayed.
+const random = seededRandom(0x5eed);
+const rand = (n: number) => Math.floor(random() * n);
 
 const seeds = [
   encodeQuery('web.prod.cluster1', 1),

@@ -3,6 +3,7 @@
 // "Random" is a fixed pseudo-random sequence: the same picks every run (the first four with three
 // backends: 1, 0, 1, 2, so one repeat), so how long a test takes does not depend on luck.
 import net from 'node:net';
+import { seededRandom } from './seeded-random.js';
 
 export class TcpBalancer {
   private readonly server: net.Server;
@@ -67,15 +68,4 @@ export class TcpBalancer {
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
-}
-
-/** mulberry32: a small, well-mixed 32-bit generator; numbers in [0, 1). */
-function seededRandom(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
