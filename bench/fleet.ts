@@ -99,6 +99,22 @@ type Balance = 'roundrobin' | 'random';
 /** The fleet's balancer (BENCH_FLEET_BALANCE). */
 const fleetBalance: Balance = process.env.BENCH_FLEET_BALANCE === 'random' ? 'random' : 'roundrobin';
 
+/**
+ * What the balancer does with a connection meant for the server that is down (BENCH_FLEET_DOWN):
+ * `held`, haproxy's default, retries it three times a second apart (it connects if the server is back
+ * by then, else is closed); `refused` passes the refusal on at once (`retries 0`: a cloud load balancer,
+ * kube-proxy to a pod whose port is closed); `removed` takes the server out of rotation by a health
+ * check every 200 ms (a Service whose endpoint a readiness probe removed), so every attempt lands on a
+ * held server until it is back.
+ */
+type DownServer = 'held' | 'refused' | 'removed';
+const downServer: DownServer = (() => {
+  const v = process.env.BENCH_FLEET_DOWN ?? 'held';
+  if (v !== 'held' && v !== 'refused' && v !== 'removed')
+    throw new Error(`BENCH_FLEET_DOWN=${v}: expected held, refused or removed`);
+  return v;
+})();
+
 /** haproxy in TCP mode over the servers' agent ports; counts from its stats socket. */
 class Balancer {
   proc?: Proc;
@@ -115,6 +131,8 @@ class Balancer {
       '  maxconn 5000',
       'defaults',
       '  mode tcp',
+      ...(downServer === 'refused' ? ['  retries 0'] : []),
+      ...(downServer === 'removed' ? ['  default-server check inter 200 fall 1 rise 1'] : []),
       '  timeout connect 2s',
       '  timeout client 1h',
       '  timeout server 1h',
@@ -123,8 +141,8 @@ class Balancer {
       '  default_backend servers',
       'backend servers',
       `  balance ${this.balance}`,
-      // No health check: a connection to the server that is down fails (haproxy closes it), as behind a
-      // balancer that does not know the proxy-servers' state.
+      // Unless BENCH_FLEET_DOWN=removed, no health check: a connection to the server that is down
+      // fails (haproxy closes it), as behind a balancer that does not know the proxy-servers' state.
       ...servers.map((s) => `  server ${s.id} 127.0.0.1:${s.ports.agent}`),
       '',
     ].join('\n');
@@ -578,11 +596,13 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   const cycles = quick ? 3 : 16;
   const median = (xs: number[]) => percentile(xs, 50);
   const spread = (xs: number[]) => `${Math.round(Math.min(...xs))}-${Math.round(Math.max(...xs))}`;
+  // The rows name what the balancer did with the server that was down, unless it was haproxy's default.
+  const world = downServer === 'held' ? '' : ` (BENCH_FLEET_DOWN=${downServer})`;
   for (const balance of ['roundrobin', 'random'] as const) {
     const { go, ours } = await measureLone(pki, bin, { go: goAgent(pki, bin), ours: ourAgent(pki) }, cycles, balance);
     report.add({
       section,
-      metric: `one agent behind haproxy \`balance ${balance}\` over five servers, one down ${loneDownMs / 1000} s and restarted: healthy -> it holds the agent again, median of ${cycles}`,
+      metric: `one agent behind haproxy \`balance ${balance}\` over five servers, one down ${loneDownMs / 1000} s and restarted: healthy -> it holds the agent again, median of ${cycles}${world}`,
       subject: 'ours vs Go v0.36 agent',
       value: median(ours),
       unit: 'ms',
@@ -598,7 +618,7 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   const subject = `ours vs Go v0.36 agent, ${size} agents each`;
   const baseline = (value: number) => ({ subject: 'Go fleet', value });
   const row = (metric: string, value: number, unit: string, goValue: number, target?: { text: string; met: boolean }) =>
-    report.add({ section, metric, subject, value, unit, baseline: baseline(goValue), target });
+    report.add({ section, metric: `${metric}${world}`, subject, value, unit, baseline: baseline(goValue), target });
   row(
     'one server of three down 20 s: peak connection attempts in one second at the balancer',
     ours.peakPerSecond,
