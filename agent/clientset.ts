@@ -268,7 +268,7 @@ export class ClientSet {
   private attempted(outcome: AttemptOutcome, address: string, startedAt: number): number {
     this.opts.tunnel.metrics.serverConnectAttempts.inc({ result: outcome });
     const holding = [...this.held].some((h) => h.address === address && !h.conn.isClosed);
-    this.nextAttemptAt = startedAt + this.policy.after(outcome, holding);
+    this.nextAttemptAt = startedAt + this.policy.after(outcome, holding, this.clock.now() - startedAt);
     this.waitingAfter = outcome;
     return Math.max(0, this.nextAttemptAt - this.clock.now());
   }

@@ -34,41 +34,50 @@ describe('SyncPolicy', () => {
     const { r, p } = policy();
     p.afterLoss(true);
     r.value = 0.5;
-    expect(p.after('duplicate', true)).toBe(1500);
-    expect(p.after('duplicate', true)).toBe(1050);
+    expect(p.after('duplicate', true, 5)).toBe(1500);
+    expect(p.after('duplicate', true, 5)).toBe(1050);
     r.value = 1;
-    expect(p.after('duplicate', true)).toBe(1100);
+    expect(p.after('duplicate', true, 5)).toBe(1100);
     // A loss starts over.
     p.afterLoss(true);
-    expect(p.after('duplicate', true)).toBe(2000);
+    expect(p.after('duplicate', true, 5)).toBe(2000);
   });
 
-  it('after a refusal behind an address that serves the agent: 5-8 x --sync-interval, without growing', () => {
+  it('after a refusal behind an address that serves the agent: 2-5 x --sync-interval after it came, without growing', () => {
     const { r, p } = policy();
     r.value = 0;
-    expect([p.after('failed', true), p.after('failed', true), p.after('failed', true)]).toEqual([5000, 5000, 5000]);
+    // Refused at once (a cloud load balancer, kube-proxy to a closed port): 2-5 x from the attempt's start.
+    expect([p.after('failed', true, 5), p.after('failed', true, 5), p.after('failed', true, 5)]).toEqual([
+      2005, 2005, 2005,
+    ]);
     r.value = 1;
-    expect(p.after('failed', true)).toBe(8000);
+    expect(p.after('failed', true, 5)).toBe(5005);
+    // Held by haproxy through its three retries (~3 s), then refused: 5-8 x from the start, 2-5 x after.
+    expect(p.after('failed', true, 3020)).toBe(8000);
+    r.value = 0;
+    expect(p.after('failed', true, 3020)).toBe(5000);
+    // Hung until the handshake timeout: the next attempt is already due.
+    expect(p.after('failed', true, 10_000)).toBeLessThan(10_000);
   });
 
   it('after other failures: the Go agent backoff, reset by a duplicate or a success', () => {
     const { r, p } = policy();
     r.value = 0;
-    expect([1, 2, 3, 4].map(() => p.after('failed', false))).toEqual([1000, 1500, 2250, 3375]);
-    p.after('duplicate', true);
-    expect(p.after('failed', false)).toBe(1000);
-    p.after('failed', false);
-    p.after('connected', true);
-    expect(p.after('failed', false)).toBe(1000);
+    expect([1, 2, 3, 4].map(() => p.after('failed', false, 5))).toEqual([1000, 1500, 2250, 3375]);
+    p.after('duplicate', true, 5);
+    expect(p.after('failed', false, 5)).toBe(1000);
+    p.after('failed', false, 5);
+    p.after('connected', true, 5);
+    expect(p.after('failed', false, 5)).toBe(1000);
   });
 
   it('after a success: a random share of --sync-interval, and the next duplicate is a first one again', () => {
     const { r, p } = policy();
-    p.after('duplicate', true);
-    p.after('duplicate', true);
+    p.after('duplicate', true, 5);
+    p.after('duplicate', true, 5);
     r.value = 0.3;
-    expect(p.after('connected', true)).toBe(300);
+    expect(p.after('connected', true, 5)).toBe(300);
     r.value = 0.5;
-    expect(p.after('duplicate', true)).toBe(1500);
+    expect(p.after('duplicate', true, 5)).toBe(1500);
   });
 });

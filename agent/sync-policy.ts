@@ -19,12 +19,15 @@
 //   as the Go agent makes, never more (the attempt itself is cheaper: clientset.ts offers a held
 //   replica's TLS session);
 // - after a failure behind an address through which the agent holds a replica (a balancer sent it
-//   to the one that is down, and gave up on it: haproxy retries a server that refuses three times,
-//   a second apart), 5 to 8 x --sync-interval from the attempt's start: the only evidence an attempt
-//   gives of the missing replica's state is that it is down, and has been for a while (a duplicate
-//   says nothing of it: the balancer picks a held replica as often whether the missing one is up or
-//   down), so the attempts it answers with a refusal are spaced out, while after a duplicate the
-//   search goes on at the Go agent's pace: once the replica is back no more refusals come;
+//   to the one that is down), 2 to 5 x --sync-interval after the refusal came: the only evidence an
+//   attempt gives of the missing replica's state is that it is down (a duplicate says nothing of it:
+//   the balancer picks a held replica as often whether the missing one is up or down), so the
+//   attempts it answers with a refusal are spaced out, while after a duplicate the search goes on at
+//   the Go agent's pace: once the replica is back no more refusals come. The attempt's own time
+//   counts toward the wait up to 3 x: haproxy holds such an attempt through three retries a second
+//   apart before it gives up (5 to 8 x from its start), a cloud load balancer or kube-proxy passes
+//   the refusal on at once (2 to 5 x), and one that hung until the handshake timeout is followed at
+//   once;
 // - after any other failure, the Go agent's backoff: --sync-interval growing x1.5 up to
 //   --sync-interval-cap, with its 10 % jitter;
 // - after a success, a random share of --sync-interval before looking for the next missing replica:
@@ -53,8 +56,11 @@ export class SyncPolicy {
     this.failures = new Backoff({ initialMs: opts.intervalMs, capMs: opts.capMs }, opts.random);
   }
 
-  /** The wait after an attempt with this outcome; `holding`: a replica is held through the address just tried. */
-  after(outcome: AttemptOutcome, holding: boolean): number {
+  /**
+   * The wait after an attempt with this outcome, counted from its start; `holding`: a replica is held
+   * through the address just tried; `tookMs`: how long the attempt took.
+   */
+  after(outcome: AttemptOutcome, holding: boolean, tookMs: number): number {
     const { intervalMs, random } = this.opts;
     const first = this.attempts++ === 0;
     if (outcome === 'connected') {
@@ -64,7 +70,7 @@ export class SyncPolicy {
     }
     if (outcome === 'failed' && !holding) return this.failures.next();
     this.failures.reset();
-    if (outcome === 'failed') return intervalMs * (5 + 3 * random());
+    if (outcome === 'failed') return Math.min(tookMs, 3 * intervalMs) + intervalMs * (2 + 3 * random());
     return first ? intervalMs * (1 + random()) : this.failures.steady();
   }
 
