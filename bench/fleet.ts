@@ -321,6 +321,9 @@ interface FleetFigures {
   /** Through the upgrade. */
   upgrade: {
     peakPerSecond: number;
+    /** Attempts in each second of the upgrade, and when (s from its start) each server stopped and was ready. */
+    timeline: number[];
+    steps: string;
     dials: number;
     failed: number;
     /** From the last start until every agent holds all three (Infinity: not within `settleMs`). */
@@ -447,8 +450,11 @@ async function measureFleet(
     // an agent (as a Deployment's rolling update waits for readiness), while the hub dials through.
     const upgradeStart = performance.now();
     client.start();
+    const steps: string[] = [];
+    const since = () => ((performance.now() - upgradeStart) / 1000).toFixed(1);
     for (const server of servers) {
       down.add(server);
+      const stopped = since();
       await server.stop();
       await server.start();
       await until(
@@ -457,6 +463,7 @@ async function measureFleet(
         `${server.id} ready`,
         50,
       );
+      steps.push(`${server.id} stopped ${stopped} s, ready ${since()} s`);
     }
     const lastStarted = performance.now();
     say('all three restarted');
@@ -484,6 +491,8 @@ async function measureFleet(
       back: { p50: marks.p50!, p99: marks.p99!, all: marks.all! },
       upgrade: {
         peakPerSecond: sampler.peakPerSecond(upgradeStart, upgradeEnd),
+        timeline: sampler.perSecond(upgradeStart, upgradeEnd),
+        steps: steps.join('; '),
         dials: client.ok + client.failed,
         failed: client.failed,
         allHeldMs,
@@ -669,6 +678,13 @@ export async function runFleet(report: Report, pki: TestPki, quick: boolean): Pr
   );
   report.note(`fleet, attempts in each second from the stop until all were back, ours: ${ours.timeline.join(' ')}`);
   report.note(`fleet, the same, Go: ${go.timeline.join(' ')}`);
+  for (const [who, f] of [
+    ['ours', ours],
+    ['Go', go],
+  ] as const)
+    report.note(
+      `fleet, the upgrade, attempts in each second, ${who}: ${f.upgrade.timeline.join(' ')} (${f.upgrade.steps})`,
+    );
   if (ours.upgrade.failures) report.note(`fleet, ours: failed dials: ${ours.upgrade.failures}`);
   if (go.upgrade.failures) report.note(`fleet, Go: failed dials: ${go.upgrade.failures}`);
 }
