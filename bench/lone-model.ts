@@ -191,7 +191,7 @@ const goFigures = Object.fromEntries(worlds.map((down) => [down, figures(goAgent
 for (const down of worlds) {
   console.log(`BENCH_FLEET_DOWN=${down}:`);
   show(goAgent.name, goFigures[down]);
-  for (const policy of [ours, ...(down === 'held' ? [0.6, 0.72, 0.8, 0.9, 1].map(flat) : [])])
+  for (const policy of [ours, ...[0.6, 0.72, 0.8, 0.9, 1].map(flat)])
     show(policy.name, figures(policy, down), goFigures[down]);
 }
 
