@@ -17,6 +17,7 @@ import { dialThroughProxy } from '../client/dial.js';
 import { anpV036BinDir, goServerFlags, goServerPorts, type GoServerPorts } from '../test/support/go-proxy-server.js';
 import { sampleValue } from '../test/support/promql.js';
 import { startEchoServer, unusedPort, type Target } from '../test/support/targets.js';
+import { downServerFromEnv } from './down-server.js';
 import { agentEntry, Proc, spawnNode, type TestPki } from './env.js';
 import { percentile, type Report } from './report.js';
 
@@ -99,21 +100,8 @@ type Balance = 'roundrobin' | 'random';
 /** The fleet's balancer (BENCH_FLEET_BALANCE). */
 const fleetBalance: Balance = process.env.BENCH_FLEET_BALANCE === 'random' ? 'random' : 'roundrobin';
 
-/**
- * What the balancer does with a connection meant for the server that is down (BENCH_FLEET_DOWN):
- * `held`, haproxy's default, retries it three times a second apart (it connects if the server is back
- * by then, else is closed); `refused` passes the refusal on at once (`retries 0`: a cloud load balancer,
- * kube-proxy to a pod whose port is closed); `removed` takes the server out of rotation by a health
- * check every 200 ms (a Service whose endpoint a readiness probe removed), so every attempt lands on a
- * held server until it is back.
- */
-type DownServer = 'held' | 'refused' | 'removed';
-const downServer: DownServer = (() => {
-  const v = process.env.BENCH_FLEET_DOWN ?? 'held';
-  if (v !== 'held' && v !== 'refused' && v !== 'removed')
-    throw new Error(`BENCH_FLEET_DOWN=${v}: expected held, refused or removed`);
-  return v;
-})();
+/** What the balancer does with a connection meant for the server that is down (down-server.ts). */
+const downServer = downServerFromEnv();
 
 /** haproxy in TCP mode over the servers' agent ports; counts from its stats socket. */
 class Balancer {

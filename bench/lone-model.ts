@@ -9,17 +9,17 @@
 // agent's waits come from agent/sync-policy.ts itself, the Go agent's from its loop (a ~1 s tick; the
 // k8s backoff after an error, reset by a duplicate). The figures it prints, beside the fleet bench's
 // measured ones, are in bench/README.md ("Fleet, the trade-off as a model").
-import { SyncPolicy } from '../agent/sync-policy.js';
+import { type AttemptOutcome, SyncPolicy } from '../agent/sync-policy.js';
 import { Backoff } from '../clock/backoff.js';
 import { seededRandom } from '../test/support/seeded-random.js';
-
-type Outcome = 'connected' | 'duplicate' | 'failed';
+import { type DownServer, downServers } from './down-server.js';
+import { percentile } from './report.js';
 
 /** When an agent that lost one of its servers at t = 0 (seconds) makes its attempts. */
 interface Searcher {
   first(): number;
   /** The next attempt's start, after one that started at `start`, ended at `end`, with `outcome`. */
-  next(start: number, end: number, outcome: Outcome): number;
+  next(start: number, end: number, outcome: AttemptOutcome): number;
 }
 
 type Policy = { name: string; searcher: (random: () => number) => Searcher };
@@ -93,10 +93,6 @@ const shaped = (x: Shape): Policy => ({
   },
 });
 
-/** What the balancer does with an attempt meant for the server that is down (fleet.ts: BENCH_FLEET_DOWN). */
-type DownServer = 'held' | 'refused' | 'removed';
-const worlds: readonly DownServer[] = ['held', 'refused', 'removed'];
-
 interface Balancer {
   /** The chance that an attempt goes to the missing server. */
   p: number;
@@ -109,7 +105,7 @@ const handshake = 0.005;
 const haproxyRetries = 3;
 
 /** One attempt's end and outcome. */
-function attempt(start: number, b: Balancer, random: () => number): { end: number; outcome: Outcome } {
+function attempt(start: number, b: Balancer, random: () => number): { end: number; outcome: AttemptOutcome } {
   const isDown = start < b.backAt;
   if ((isDown && b.down === 'removed') || random() >= b.p) return { end: start + handshake, outcome: 'duplicate' };
   if (!isDown) return { end: start + handshake, outcome: 'connected' };
@@ -133,8 +129,6 @@ function search(policy: Policy, b: Balancer, random: () => number): { starts: nu
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
 /** The fleet bench's lone rows: five servers behind haproxy's `random` (two draws, the idle one wins), down 2 s. */
 const lone = (down: DownServer): Balancer => ({ p: 1 - (4 / 5) ** 2, backAt: 2, down });
 /** Its fleet: three servers behind round-robin, one down 20 s. */
@@ -142,7 +136,10 @@ const fleet = (down: DownServer): Balancer => ({ p: 1 / 3, backAt: 20, down });
 const fleetSize = 100;
 
 function loneMedian(policy: Policy, b: Balancer, random: () => number, samples: number): number {
-  return median(Array.from({ length: samples }, () => search(policy, b, random).back - b.backAt));
+  return percentile(
+    Array.from({ length: samples }, () => search(policy, b, random).back - b.backAt),
+    50,
+  );
 }
 
 /** Most attempts in any 1 s, mean over fleets; and the time from the server's return until all are back. */
@@ -184,11 +181,11 @@ console.log(
 console.log(
   `fleet: ${fleetSize} agents, three servers behind round-robin, one down 20 s: peak attempts in 1 s, s from its return until all are back`,
 );
-const goFigures = Object.fromEntries(worlds.map((down) => [down, figures(goAgent, down)])) as Record<
+const goFigures = Object.fromEntries(downServers.map((down) => [down, figures(goAgent, down)])) as Record<
   DownServer,
   Figures
 >;
-for (const down of worlds) {
+for (const down of downServers) {
   console.log(`BENCH_FLEET_DOWN=${down}:`);
   show(goAgent.name, goFigures[down]);
   for (const policy of [ours, ...[0.6, 0.72, 0.8, 0.9, 1].map(flat)])
